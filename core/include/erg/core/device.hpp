@@ -1,0 +1,119 @@
+#pragma once
+/// Device interfaces. Every hardware backend (NVML, RAPL, later AMD SMI, Jetson and the ergd
+/// client) implements these, and one typed conformance suite (tests/conformance) runs over each.
+///
+/// Conventions: raw integers never cross this interface; values carry unit types. Anything a
+/// backend does not know is std::nullopt, never 0. Unless stated otherwise every method is
+/// thread-safe (vendor libraries such as NVML are thread-safe; sysfs readers lock internally).
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "erg/core/result.hpp"
+#include "erg/core/units.hpp"
+
+namespace erg {
+
+enum class GpuVendor { kNvidia, kAmd };
+std::string_view to_string(GpuVendor vendor);
+
+/// Power readings a GPU can give.
+enum class PowerDomain {
+  kDeviceInstant,  ///< Instantaneous board power.
+  kDeviceAverage,  ///< Board power averaged over about 1 s by the driver.
+  kMemoryAverage,  ///< Memory power averaged over about 1 s.
+};
+/// Zeus's names: "device_instant", "device_average", "memory_average".
+std::string_view to_string(PowerDomain domain);
+Result<PowerDomain> parse_power_domain(std::string_view name);
+
+/// What a GPU can do, probed once at discovery. Describes, never promises: a call may still
+/// fail later (e.g. GPU lost).
+struct GpuCapabilities {
+  bool energy_counter = false;         ///< Cumulative energy counter (NVIDIA Volta and newer).
+  std::vector<PowerDomain> power_domains;  ///< Readable power domains.
+  bool power_limit = false;            ///< Power limit can be read.
+  bool clocks = false;                 ///< Supported clocks can be listed.
+  bool persistence_mode = false;       ///< Persistence mode can be read.
+  /// Setting limits/clocks/persistence needs privilege (root or CAP_SYS_ADMIN) on this backend.
+  bool setters_need_privilege = true;
+  /// How often the energy counter changes; nullopt if unknown.
+  std::optional<std::chrono::microseconds> energy_update_period;
+  /// How often instant power changes; nullopt if unknown.
+  std::optional<std::chrono::microseconds> power_update_period;
+};
+
+struct PowerLimitConstraints {
+  MilliWatts min;
+  MilliWatts max;
+};
+
+/// One GPU. erg index = position in the visible list (CUDA_VISIBLE_DEVICES order).
+class Gpu {
+ public:
+  virtual ~Gpu() = default;
+
+  [[nodiscard]] virtual unsigned index() const = 0;           ///< erg (framework) index.
+  [[nodiscard]] virtual unsigned physical_index() const = 0;  ///< Vendor library index.
+  [[nodiscard]] virtual GpuVendor vendor() const = 0;
+  [[nodiscard]] virtual const std::string& name() const = 0;
+  [[nodiscard]] virtual const std::string& uuid() const = 0;
+  /// Architecture name: "pascal", "volta", "ampere", ... or "unknown".
+  [[nodiscard]] virtual const std::string& architecture() const = 0;
+  [[nodiscard]] virtual const GpuCapabilities& capabilities() const = 0;
+
+  /// Cumulative energy since the driver was loaded. NotSupported before Volta.
+  virtual Result<MilliJoules> total_energy() = 0;
+  /// Power in the given domain. NotSupported if the domain is not readable.
+  virtual Result<MilliWatts> power(PowerDomain domain) = 0;
+
+  virtual Result<MilliWatts> power_limit() = 0;
+  virtual Result<PowerLimitConstraints> power_limit_constraints() = 0;
+  virtual Result<MilliWatts> default_power_limit() = 0;
+  /// Needs privilege; out of range → InvalidArgument. Skips the driver call if unchanged.
+  virtual Result<void> set_power_limit(MilliWatts limit) = 0;
+  /// Back to the default limit. Needs privilege.
+  virtual Result<void> reset_power_limit() = 0;
+
+  virtual Result<bool> persistence_mode() = 0;
+  virtual Result<void> set_persistence_mode(bool enabled) = 0;  ///< Needs privilege.
+
+  virtual Result<std::vector<Megahertz>> supported_memory_clocks() = 0;
+  virtual Result<std::vector<Megahertz>> supported_graphics_clocks(Megahertz memory_clock) = 0;
+  virtual Result<void> set_gpu_locked_clocks(Megahertz min, Megahertz max) = 0;  ///< Needs privilege.
+  virtual Result<void> reset_gpu_locked_clocks() = 0;
+  virtual Result<void> set_memory_locked_clocks(Megahertz min, Megahertz max) = 0;  ///< Needs privilege.
+  virtual Result<void> reset_memory_locked_clocks() = 0;
+
+  /// GPU core temperature in °C.
+  virtual Result<int> temperature() = 0;
+};
+
+/// What a CPU package can do.
+struct CpuCapabilities {
+  bool dram = false;  ///< A DRAM energy domain exists.
+  /// Counter range before the raw value wraps, µJ (RAPL `max_energy_range_uj`).
+  std::optional<MicroJoules> max_energy_range;
+  /// How often the counter changes; nullopt if unknown.
+  std::optional<std::chrono::microseconds> update_period;
+};
+
+/// One CPU package (RAPL zone `intel-rapl:N` → index N).
+class Cpu {
+ public:
+  virtual ~Cpu() = default;
+  [[nodiscard]] virtual unsigned index() const = 0;
+  [[nodiscard]] virtual const std::string& name() const = 0;
+  [[nodiscard]] virtual const CpuCapabilities& capabilities() const = 0;
+
+  /// Package energy since the first read of this object, monotonic, wraps compensated.
+  virtual Result<MicroJoules> package_energy() = 0;
+  /// DRAM energy since the first read of this object. NotSupported when there is no DRAM domain.
+  virtual Result<MicroJoules> dram_energy() = 0;
+};
+
+}  // namespace erg

@@ -1,0 +1,22 @@
+#include "erg/core/result.hpp"
+
+namespace erg {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kNotSupported: return "not_supported";
+    case ErrorCode::kNoPermission: return "no_permission";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kDriverError: return "driver_error";
+    case ErrorCode::kGpuLost: return "gpu_lost";
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kTimeout: return "timeout";
+    case ErrorCode::kAlreadyExists: return "already_exists";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace erg
