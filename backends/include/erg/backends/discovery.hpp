@@ -1,0 +1,21 @@
+#pragma once
+/// Discovery across every backend that is built: NVML GPUs and RAPL CPU packages. Returns what
+/// could be used and, for what could not, why (no driver, no permission).
+
+#include "erg/backends/nvml/discovery.hpp"
+#include "erg/backends/rapl/discovery.hpp"
+#include "erg/core/discovery.hpp"
+
+namespace erg::backends {
+
+struct DiscoveryOptions {
+  nvml::DiscoveryOptions nvml;
+  rapl::DiscoveryOptions rapl;
+};
+
+/// Fails only on invalid configuration (e.g. a malformed CUDA_VISIBLE_DEVICES); missing
+/// hardware or drivers are reported in Inventory::unavailable. `simulated` is true when
+/// ERG_SIMULATE and ERG_SIM_STATE are set (every seam points at the simulated machine).
+Result<Inventory> discover(const DiscoveryOptions& options = {});
+
+}  // namespace erg::backends
