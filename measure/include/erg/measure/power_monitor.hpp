@@ -1,0 +1,120 @@
+#pragma once
+/// PowerMonitor: a background sampler of GPU power (and CPU package/DRAM power derived from
+/// energy deltas) with bounded, queryable timelines (Zeus's PowerMonitor, reference/zeus.md
+/// §1.2, but one native thread instead of one spawned process per domain).
+///
+/// RAII: sampling starts in create() and stops (the thread is joined) in stop() or the
+/// destructor. Move-only through unique_ptr. Queries are thread-safe and O(log n) in the
+/// number of stored samples. A device that fails (NVML error, GPU lost) is recorded in
+/// errors() and skipped; the others keep being sampled.
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "erg/core/clock.hpp"
+#include "erg/core/device.hpp"
+#include "erg/core/result.hpp"
+#include "erg/measure/timeline.hpp"
+
+namespace erg::measure {
+
+/// What PowerMonitor samples: a GPU power domain, or a CPU package's package/DRAM power.
+enum class CpuDomain { kPackage, kDram };
+
+struct PowerMonitorOptions {
+  /// GPUs to sample (positions in the given list). nullopt = all.
+  std::optional<std::vector<unsigned>> gpu_indices;
+  /// GPU power domains. Empty = every domain the first sampled GPU supports (Zeus probes
+  /// GPU 0; we probe each GPU and sample a domain on the GPUs that have it). A requested
+  /// domain that no sampled GPU supports is an error.
+  std::vector<PowerDomain> domains;
+  /// Also sample CPU package and DRAM power (derived from energy deltas).
+  bool cpus = true;
+  /// Sampling period. nullopt = inferred: half the fastest GPU model's update period, at most
+  /// 100 ms (as Zeus; sampling twice per update sees every change).
+  std::optional<std::chrono::microseconds> period;
+  /// Samples kept per device per domain (16 bytes each). Default: 1 hour at 1 kHz would be
+  /// 57.6 MB per series, so the default keeps 2^18 (≈ 4 MB), about 4 minutes at 1 kHz or
+  /// 7 hours at 10 Hz after deduplication.
+  std::size_t max_samples = std::size_t{1} << 18;
+  /// Time source for sample timestamps; nullptr = the steady clock. Must outlive the monitor.
+  const Clock* clock = nullptr;
+  /// Start the background thread. Tests on a virtual clock set false and call sample_once().
+  bool start_thread = true;
+};
+
+/// A device that stopped being sampled, and why.
+struct SamplingError {
+  std::string device;  ///< "gpu0", "cpu1"
+  Error error;
+};
+
+class PowerMonitor {
+ public:
+  /// Errors: InvalidArgument for an unknown GPU index, a requested domain no GPU supports,
+  /// or nothing to sample.
+  static Result<std::unique_ptr<PowerMonitor>> create(std::vector<std::shared_ptr<Gpu>> gpus,
+                                                      std::vector<std::shared_ptr<Cpu>> cpus,
+                                                      PowerMonitorOptions options = {});
+  ~PowerMonitor();
+  PowerMonitor(const PowerMonitor&) = delete;
+  PowerMonitor& operator=(const PowerMonitor&) = delete;
+
+  /// Stops sampling and joins the thread. Idempotent.
+  void stop();
+  /// Takes one round of samples now (what the thread does each period).
+  void sample_once();
+
+  [[nodiscard]] std::chrono::microseconds period() const;
+  [[nodiscard]] const std::vector<unsigned>& gpu_indices() const;
+  [[nodiscard]] const std::vector<PowerDomain>& domains() const;
+  /// Whether `domain` is sampled on `gpu`.
+  [[nodiscard]] bool sampled(unsigned gpu, PowerDomain domain) const;
+  [[nodiscard]] std::vector<SamplingError> errors() const;
+  /// Rounds of sampling done so far.
+  [[nodiscard]] std::uint64_t rounds() const;
+
+  /// Latest power of `gpu`, or the stored sample nearest to `time`. NotFound if `gpu` or
+  /// `domain` is not sampled; Unavailable if no sample yet.
+  Result<Watts> gpu_power(unsigned gpu, PowerDomain domain = PowerDomain::kDeviceInstant,
+                          std::optional<std::chrono::nanoseconds> time = std::nullopt) const;
+  /// Power timeline of `gpu` with start ≤ t ≤ end (monitor clock).
+  Result<std::vector<PowerPoint>> gpu_timeline(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds start,
+                                               std::chrono::nanoseconds end) const;
+  /// Energy of `gpu` from `start` to `end`, integrating the timeline with hold-last (power
+  /// between samples is the earlier sample's; the last sample is held to `end`).
+  Result<Joules> gpu_energy(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds start,
+                            std::chrono::nanoseconds end) const;
+
+  Result<Watts> cpu_power(unsigned cpu, CpuDomain domain,
+                          std::optional<std::chrono::nanoseconds> time = std::nullopt) const;
+  Result<std::vector<PowerPoint>> cpu_timeline(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds start,
+                                               std::chrono::nanoseconds end) const;
+  Result<Joules> cpu_energy(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds start,
+                            std::chrono::nanoseconds end) const;
+
+  /// Samples stored over all series (for memory accounting).
+  [[nodiscard]] std::size_t stored_samples() const;
+
+ private:
+  struct Impl;
+  explicit PowerMonitor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Infers how often `gpu`'s instant power reading changes by polling it for at most `budget`
+/// and taking the shortest interval between changes; nullopt if it never changed. (Zeus polls
+/// 1000 times; native reads are ~1 µs so we poll for a duration instead.)
+std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu,
+                                                            std::chrono::milliseconds budget = std::chrono::milliseconds(600));
+
+/// Half the fastest of the inferred periods (one per distinct GPU model), capped at 100 ms;
+/// 100 ms if none changed.
+std::chrono::microseconds infer_sampling_period(const std::vector<std::shared_ptr<Gpu>>& gpus);
+
+}  // namespace erg::measure

@@ -1,0 +1,43 @@
+#include "erg/measure/measurement.hpp"
+
+namespace erg::measure {
+
+std::string_view to_string(EnergySource source) {
+  switch (source) {
+    case EnergySource::kCounter: return "counter";
+    case EnergySource::kIntegrated: return "integrated";
+    case EnergySource::kInstantApprox: return "instant_approx";
+  }
+  return "unknown";
+}
+
+Joules Measurement::gpu_energy() const {
+  Joules sum;
+  for (const auto& g : gpus) sum += g.energy;
+  return sum;
+}
+
+Joules Measurement::cpu_energy() const {
+  Joules sum;
+  for (const auto& c : cpus) sum += c.package;
+  return sum;
+}
+
+Joules Measurement::dram_energy() const {
+  Joules sum;
+  for (const auto& c : cpus)
+    if (c.dram) sum += *c.dram;
+  return sum;
+}
+
+Joules Measurement::total_energy() const { return gpu_energy() + cpu_energy() + dram_energy(); }
+
+bool Measurement::affected() const {
+  for (const auto& g : gpus)
+    if (g.affected || g.error) return true;
+  for (const auto& c : cpus)
+    if (c.affected || c.error) return true;
+  return false;
+}
+
+}  // namespace erg::measure

@@ -1,0 +1,378 @@
+#include "erg/measure/power_monitor.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace erg::measure {
+namespace {
+
+constexpr std::chrono::microseconds kMaxPeriod{100'000};
+
+/// One sampled series with its own lock, so queries on one device never wait for another.
+struct Series {
+  explicit Series(std::size_t capacity) : timeline(capacity) {}
+  mutable std::mutex mu;
+  Timeline timeline;
+};
+
+struct GpuSlot {
+  unsigned index;  // erg index
+  std::shared_ptr<Gpu> gpu;
+  std::map<PowerDomain, std::unique_ptr<Series>> series;
+  bool failed = false;
+};
+
+struct CpuSlot {
+  unsigned index;
+  std::shared_ptr<Cpu> cpu;
+  std::unique_ptr<Series> package;
+  std::unique_ptr<Series> dram;  // null without a DRAM domain
+  bool failed = false;
+};
+
+}  // namespace
+
+struct PowerMonitor::Impl {
+  const Clock* clock = nullptr;
+  std::chrono::microseconds period{kMaxPeriod};
+  std::vector<unsigned> gpu_indices;
+  std::vector<PowerDomain> domains;
+  std::vector<GpuSlot> gpus;
+  std::vector<CpuSlot> cpus;
+
+  mutable std::mutex errors_mu;
+  std::vector<SamplingError> errors;
+  std::atomic<std::uint64_t> rounds{0};
+
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  std::thread thread;
+
+  void record_error(std::string device, Error e) {
+    std::lock_guard lock(errors_mu);
+    errors.push_back({std::move(device), std::move(e)});
+  }
+
+  void sample_once() {
+    for (auto& slot : gpus) {
+      if (slot.failed) continue;
+      for (auto& [domain, series] : slot.series) {
+        auto p = slot.gpu->power(domain);
+        auto t = clock->now();
+        if (!p) {
+          // A failing device is reported and skipped from now on; the others continue.
+          slot.failed = true;
+          record_error("gpu" + std::to_string(slot.index), p.error());
+          break;
+        }
+        std::lock_guard lock(series->mu);
+        series->timeline.add_power(t, Watts(*p).value());
+      }
+    }
+    for (auto& slot : cpus) {
+      if (slot.failed) continue;
+      auto e = slot.cpu->package_energy();
+      auto t = clock->now();
+      if (!e) {
+        slot.failed = true;
+        record_error("cpu" + std::to_string(slot.index), e.error());
+        continue;
+      }
+      {
+        std::lock_guard lock(slot.package->mu);
+        slot.package->timeline.add_energy(t, Joules(*e).value());
+      }
+      if (slot.dram) {
+        auto d = slot.cpu->dram_energy();
+        if (d) {
+          std::lock_guard lock(slot.dram->mu);
+          slot.dram->timeline.add_energy(t, Joules(*d).value());
+        }
+      }
+    }
+    rounds.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void run() {
+    // Absolute deadlines on the steady clock so the rate does not drift with sampling cost.
+    auto next = std::chrono::steady_clock::now();
+    std::unique_lock lock(stop_mu);
+    while (!stopping) {
+      lock.unlock();
+      sample_once();
+      lock.lock();
+      next += period;
+      auto now = std::chrono::steady_clock::now();
+      if (next < now) next = now;  // fell behind: don't burst to catch up
+      stop_cv.wait_until(lock, next, [this] { return stopping; });
+    }
+  }
+
+  const GpuSlot* gpu_slot(unsigned index) const {
+    for (const auto& s : gpus)
+      if (s.index == index) return &s;
+    return nullptr;
+  }
+  const CpuSlot* cpu_slot(unsigned index) const {
+    for (const auto& s : cpus)
+      if (s.index == index) return &s;
+    return nullptr;
+  }
+  Result<const Series*> gpu_series(unsigned gpu, PowerDomain domain) const {
+    const GpuSlot* slot = gpu_slot(gpu);
+    if (slot == nullptr) return fail(ErrorCode::kNotFound, "GPU " + std::to_string(gpu) + " is not being monitored");
+    auto it = slot->series.find(domain);
+    if (it == slot->series.end())
+      return fail(ErrorCode::kNotFound,
+                  "Power domain " + std::string(to_string(domain)) + " is not being monitored on GPU " +
+                      std::to_string(gpu));
+    return it->second.get();
+  }
+  Result<const Series*> cpu_series(unsigned cpu, CpuDomain domain) const {
+    const CpuSlot* slot = cpu_slot(cpu);
+    if (slot == nullptr) return fail(ErrorCode::kNotFound, "CPU " + std::to_string(cpu) + " is not being monitored");
+    const Series* s = domain == CpuDomain::kPackage ? slot->package.get() : slot->dram.get();
+    if (s == nullptr) return fail(ErrorCode::kNotFound, "CPU " + std::to_string(cpu) + " has no DRAM domain");
+    return s;
+  }
+};
+
+namespace {
+
+Result<Watts> power_of(const Series& s, std::optional<std::chrono::nanoseconds> time, const std::string& what) {
+  std::lock_guard lock(s.mu);
+  auto p = time ? s.timeline.nearest(*time) : s.timeline.latest();
+  if (!p) return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
+  return Watts(p->watts);
+}
+
+Result<std::vector<PowerPoint>> timeline_of(const Series& s, std::chrono::nanoseconds a, std::chrono::nanoseconds b) {
+  std::lock_guard lock(s.mu);
+  return s.timeline.between(a, b);
+}
+
+Result<Joules> energy_of(const Series& s, std::chrono::nanoseconds a, std::chrono::nanoseconds b,
+                         const std::string& what) {
+  std::lock_guard lock(s.mu);
+  auto e = s.timeline.energy(a, b);
+  if (!e) return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
+  return Joules(*e);
+}
+
+}  // namespace
+
+PowerMonitor::PowerMonitor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PowerMonitor::~PowerMonitor() { stop(); }
+
+Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shared_ptr<Gpu>> gpus,
+                                                           std::vector<std::shared_ptr<Cpu>> cpus,
+                                                           PowerMonitorOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->clock = options.clock != nullptr ? options.clock : &SteadyClock::instance();
+
+  std::vector<unsigned> indices;
+  if (options.gpu_indices) {
+    indices = *options.gpu_indices;
+  } else {
+    for (unsigned i = 0; i < gpus.size(); ++i) indices.push_back(i);
+  }
+  std::set<unsigned> seen;
+  for (unsigned i : indices) {
+    if (i >= gpus.size())
+      return fail(ErrorCode::kInvalidArgument,
+                  "GPU index " + std::to_string(i) + " is out of range (" + std::to_string(gpus.size()) + " GPUs)");
+    if (!seen.insert(i).second) return fail(ErrorCode::kInvalidArgument, "GPU index " + std::to_string(i) + " repeated");
+  }
+
+  // Domains: as requested (duplicates dropped), else every domain any sampled GPU supports.
+  std::vector<PowerDomain> domains;
+  for (auto d : options.domains)
+    if (std::find(domains.begin(), domains.end(), d) == domains.end()) domains.push_back(d);
+  if (domains.empty()) {
+    for (auto d : {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage, PowerDomain::kMemoryAverage})
+      for (unsigned i : indices) {
+        const auto& have = gpus[i]->capabilities().power_domains;
+        if (std::find(have.begin(), have.end(), d) != have.end()) {
+          domains.push_back(d);
+          break;
+        }
+      }
+  }
+  for (unsigned i : indices) {
+    GpuSlot slot{i, gpus[i], {}, false};
+    const auto& have = gpus[i]->capabilities().power_domains;
+    for (auto d : domains)
+      if (std::find(have.begin(), have.end(), d) != have.end())
+        slot.series.emplace(d, std::make_unique<Series>(options.max_samples));
+    impl->gpus.push_back(std::move(slot));
+  }
+  for (auto d : domains) {
+    bool any = std::any_of(impl->gpus.begin(), impl->gpus.end(), [d](const GpuSlot& s) { return s.series.count(d); });
+    if (!any)
+      return fail(ErrorCode::kInvalidArgument,
+                  "power domain " + std::string(to_string(d)) + " is not supported by any monitored GPU");
+  }
+  if (options.cpus) {
+    for (auto& cpu : cpus) {
+      CpuSlot slot{cpu->index(), cpu, std::make_unique<Series>(options.max_samples), nullptr, false};
+      if (cpu->capabilities().dram) slot.dram = std::make_unique<Series>(options.max_samples);
+      impl->cpus.push_back(std::move(slot));
+    }
+  }
+  if (impl->gpus.empty() && impl->cpus.empty()) return fail(ErrorCode::kInvalidArgument, "nothing to sample: no GPU and no CPU");
+
+  if (options.period) {
+    if (options.period->count() <= 0) return fail(ErrorCode::kInvalidArgument, "sampling period must be positive");
+    impl->period = *options.period;
+  } else {
+    std::vector<std::shared_ptr<Gpu>> sampled;
+    for (unsigned i : indices) sampled.push_back(gpus[i]);
+    impl->period = sampled.empty() ? kMaxPeriod : infer_sampling_period(sampled);
+  }
+  impl->gpu_indices = indices;
+  impl->domains = domains;
+
+  std::unique_ptr<PowerMonitor> monitor(new PowerMonitor(std::move(impl)));
+  if (options.start_thread) {
+    Impl* raw = monitor->impl_.get();
+    raw->thread = std::thread([raw] { raw->run(); });
+  }
+  return monitor;
+}
+
+void PowerMonitor::stop() {
+  if (!impl_) return;
+  {
+    std::lock_guard lock(impl_->stop_mu);
+    impl_->stopping = true;
+  }
+  impl_->stop_cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void PowerMonitor::sample_once() { impl_->sample_once(); }
+std::chrono::microseconds PowerMonitor::period() const { return impl_->period; }
+const std::vector<unsigned>& PowerMonitor::gpu_indices() const { return impl_->gpu_indices; }
+const std::vector<PowerDomain>& PowerMonitor::domains() const { return impl_->domains; }
+std::uint64_t PowerMonitor::rounds() const { return impl_->rounds.load(std::memory_order_relaxed); }
+
+bool PowerMonitor::sampled(unsigned gpu, PowerDomain domain) const {
+  return static_cast<bool>(impl_->gpu_series(gpu, domain));
+}
+
+std::vector<SamplingError> PowerMonitor::errors() const {
+  std::lock_guard lock(impl_->errors_mu);
+  return impl_->errors;
+}
+
+Result<Watts> PowerMonitor::gpu_power(unsigned gpu, PowerDomain domain,
+                                      std::optional<std::chrono::nanoseconds> time) const {
+  auto s = impl_->gpu_series(gpu, domain);
+  if (!s) return fail(s.error());
+  return power_of(**s, time, "GPU " + std::to_string(gpu));
+}
+
+Result<std::vector<PowerPoint>> PowerMonitor::gpu_timeline(unsigned gpu, PowerDomain domain,
+                                                           std::chrono::nanoseconds start,
+                                                           std::chrono::nanoseconds end) const {
+  auto s = impl_->gpu_series(gpu, domain);
+  if (!s) return fail(s.error());
+  return timeline_of(**s, start, end);
+}
+
+Result<Joules> PowerMonitor::gpu_energy(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds start,
+                                        std::chrono::nanoseconds end) const {
+  auto s = impl_->gpu_series(gpu, domain);
+  if (!s) return fail(s.error());
+  return energy_of(**s, start, end, "GPU " + std::to_string(gpu));
+}
+
+Result<Watts> PowerMonitor::cpu_power(unsigned cpu, CpuDomain domain,
+                                      std::optional<std::chrono::nanoseconds> time) const {
+  auto s = impl_->cpu_series(cpu, domain);
+  if (!s) return fail(s.error());
+  return power_of(**s, time, "CPU " + std::to_string(cpu));
+}
+
+Result<std::vector<PowerPoint>> PowerMonitor::cpu_timeline(unsigned cpu, CpuDomain domain,
+                                                           std::chrono::nanoseconds start,
+                                                           std::chrono::nanoseconds end) const {
+  auto s = impl_->cpu_series(cpu, domain);
+  if (!s) return fail(s.error());
+  return timeline_of(**s, start, end);
+}
+
+Result<Joules> PowerMonitor::cpu_energy(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds start,
+                                        std::chrono::nanoseconds end) const {
+  auto s = impl_->cpu_series(cpu, domain);
+  if (!s) return fail(s.error());
+  return energy_of(**s, start, end, "CPU " + std::to_string(cpu));
+}
+
+std::size_t PowerMonitor::stored_samples() const {
+  std::size_t n = 0;
+  for (const auto& g : impl_->gpus)
+    for (const auto& [d, s] : g.series) {
+      std::lock_guard lock(s->mu);
+      n += s->timeline.size();
+    }
+  for (const auto& c : impl_->cpus) {
+    for (const Series* s : {c.package.get(), c.dram.get()}) {
+      if (s == nullptr) continue;
+      std::lock_guard lock(s->mu);
+      n += s->timeline.size();
+    }
+  }
+  return n;
+}
+
+std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chrono::milliseconds budget) {
+  const auto& domains = gpu.capabilities().power_domains;
+  PowerDomain domain = PowerDomain::kDeviceInstant;
+  if (std::find(domains.begin(), domains.end(), domain) == domains.end()) {
+    if (std::find(domains.begin(), domains.end(), PowerDomain::kDeviceAverage) == domains.end()) return std::nullopt;
+    domain = PowerDomain::kDeviceAverage;
+  }
+  using clock = std::chrono::steady_clock;
+  auto start = clock::now();
+  std::optional<double> last;
+  std::optional<clock::time_point> last_change;
+  std::optional<clock::duration> shortest;
+  int changes = 0;
+  // Poll with a short sleep (not a busy loop) until a few changes were seen or time is up.
+  while (clock::now() - start < budget && changes < 6) {
+    auto p = gpu.power(domain);
+    auto now = clock::now();
+    if (!p) return std::nullopt;
+    if (last && p->value() != *last) {
+      if (last_change) {
+        auto interval = now - *last_change;
+        if (!shortest || interval < *shortest) shortest = interval;
+      }
+      last_change = now;
+      ++changes;
+    }
+    last = p->value();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (!shortest) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::microseconds>(*shortest);
+}
+
+std::chrono::microseconds infer_sampling_period(const std::vector<std::shared_ptr<Gpu>>& gpus) {
+  std::map<std::string, std::optional<std::chrono::microseconds>> by_model;
+  for (const auto& g : gpus)
+    if (!by_model.count(g->name())) by_model[g->name()] = infer_update_period(*g);
+  std::optional<std::chrono::microseconds> fastest;
+  for (const auto& [name, p] : by_model)
+    if (p && (!fastest || *p < *fastest)) fastest = p;
+  if (!fastest) return kMaxPeriod;
+  return std::min(kMaxPeriod, std::max(std::chrono::microseconds(1000), *fastest / 2));
+}
+
+}  // namespace erg::measure

@@ -1,0 +1,72 @@
+#include "erg/measure/timeline.hpp"
+
+#include <gtest/gtest.h>
+
+namespace erg::measure {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+using std::chrono::seconds;
+
+TEST(Timeline, ConstantPowerIntegratesToPowerTimesTimeEvenWithOneSample) {
+  Timeline t(16);
+  t.add_power(seconds(10), 100.0);
+  // Deduplicated repeats are not stored...
+  EXPECT_FALSE(t.add_power(seconds(11), 100.0));
+  EXPECT_EQ(t.size(), 1u);
+  // ...but the energy over any window is still power × time (Zeus returns 0 J here).
+  EXPECT_DOUBLE_EQ(*t.energy(seconds(10), seconds(11)), 100.0);
+  EXPECT_DOUBLE_EQ(*t.energy(milliseconds(10'250), milliseconds(10'750)), 50.0);
+  // Before the first sample the first power is held backwards.
+  EXPECT_DOUBLE_EQ(*t.energy(seconds(9), seconds(10)), 100.0);
+}
+
+TEST(Timeline, HoldLastPiecewiseExact) {
+  Timeline t(16);
+  t.add_power(seconds(0), 100.0);
+  t.add_power(seconds(1), 200.0);
+  t.add_power(seconds(3), 50.0);
+  EXPECT_DOUBLE_EQ(*t.energy(seconds(0), seconds(1)), 100.0);
+  EXPECT_DOUBLE_EQ(*t.energy(seconds(0), seconds(3)), 500.0);
+  EXPECT_DOUBLE_EQ(*t.energy(milliseconds(500), milliseconds(1500)), 150.0);
+  EXPECT_DOUBLE_EQ(*t.energy(seconds(3), seconds(5)), 100.0);  // last held forward
+  EXPECT_DOUBLE_EQ(*t.energy(seconds(2), seconds(2)), 0.0);
+}
+
+TEST(Timeline, QueriesNearestLatestBetween) {
+  Timeline t(16);
+  EXPECT_FALSE(t.latest());
+  EXPECT_FALSE(t.energy(seconds(0), seconds(1)));
+  t.add_power(seconds(1), 10.0);
+  t.add_power(seconds(2), 20.0);
+  t.add_power(seconds(4), 40.0);
+  EXPECT_DOUBLE_EQ(t.latest()->watts, 40.0);
+  EXPECT_NEAR(t.nearest(milliseconds(1400))->watts, 10.0, 1e-9);
+  EXPECT_NEAR(t.nearest(milliseconds(1500))->watts, 10.0, 1e-9);  // tie → earlier
+  EXPECT_NEAR(t.nearest(milliseconds(3500))->watts, 40.0, 1e-9);
+  auto mid = t.between(seconds(2), seconds(4));
+  ASSERT_EQ(mid.size(), 2u);
+  EXPECT_EQ(mid[0].time, seconds(2));
+  EXPECT_NEAR(mid[0].watts, 20.0, 1e-9);
+  EXPECT_NEAR(mid[1].watts, 40.0, 1e-9);
+}
+
+TEST(Timeline, BoundedAndStillCorrectForRecentWindows) {
+  Timeline t(8);
+  for (int i = 0; i < 100; ++i) t.add_power(seconds(i), i % 2 ? 100.0 : 200.0);
+  EXPECT_EQ(t.size(), 8u);
+  EXPECT_EQ(t.capacity(), 8u);
+  EXPECT_NEAR(*t.energy(seconds(95), seconds(97)), 300.0, 1e-6);
+}
+
+TEST(Timeline, EnergyReadingsGivePower) {
+  Timeline t(8);
+  t.add_energy(seconds(0), 1000.0);
+  t.add_energy(seconds(2), 1300.0);
+  EXPECT_NEAR(t.latest()->watts, 150.0, 1e-9);
+  EXPECT_NEAR(*t.energy(seconds(0), seconds(2)), 300.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace erg::measure

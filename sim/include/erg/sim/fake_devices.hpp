@@ -1,0 +1,120 @@
+#pragma once
+/// In-process fake devices that implement the core interfaces at (almost) zero cost: every
+/// reading is an atomic load of a value the test or benchmark sets. For logic tests of
+/// measure/ and for benchmarks that must exclude driver cost. Thread-safe.
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "erg/core/device.hpp"
+
+namespace erg::sim {
+
+class FakeGpu final : public Gpu {
+ public:
+  FakeGpu(unsigned index, bool energy_counter = true, std::string name = "Fake GPU")
+      : index_(index), name_(std::move(name)), uuid_("GPU-fake-" + std::to_string(index)) {
+    caps_.energy_counter = energy_counter;
+    caps_.power_domains = {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage};
+    caps_.power_limit = true;
+    if (energy_counter) caps_.energy_update_period = std::chrono::milliseconds(100);
+  }
+
+  /// Test controls.
+  void set_energy_mj(double mj) { energy_mj_.store(mj, std::memory_order_relaxed); }
+  void add_energy_mj(double mj) {
+    double cur = energy_mj_.load(std::memory_order_relaxed);
+    while (!energy_mj_.compare_exchange_weak(cur, cur + mj, std::memory_order_relaxed)) {
+    }
+  }
+  void set_power_mw(double mw) { power_mw_.store(mw, std::memory_order_relaxed); }
+  void set_failing(bool failing) { failing_.store(failing, std::memory_order_relaxed); }
+  GpuCapabilities& mutable_capabilities() { return caps_; }
+
+  unsigned index() const override { return index_; }
+  unsigned physical_index() const override { return index_; }
+  GpuVendor vendor() const override { return GpuVendor::kNvidia; }
+  const std::string& name() const override { return name_; }
+  const std::string& uuid() const override { return uuid_; }
+  const std::string& architecture() const override { return arch_; }
+  const GpuCapabilities& capabilities() const override { return caps_; }
+
+  Result<MilliJoules> total_energy() override {
+    if (failing_.load(std::memory_order_relaxed)) return fail(ErrorCode::kGpuLost, "fake GPU lost");
+    if (!caps_.energy_counter) return fail(ErrorCode::kNotSupported, "no energy counter");
+    return MilliJoules(energy_mj_.load(std::memory_order_relaxed));
+  }
+  Result<MilliWatts> power(PowerDomain d) override {
+    if (failing_.load(std::memory_order_relaxed)) return fail(ErrorCode::kGpuLost, "fake GPU lost");
+    for (auto have : caps_.power_domains)
+      if (have == d) return MilliWatts(power_mw_.load(std::memory_order_relaxed));
+    return fail(ErrorCode::kNotSupported, "domain not supported");
+  }
+  Result<MilliWatts> power_limit() override { return MilliWatts(limit_mw_.load()); }
+  Result<PowerLimitConstraints> power_limit_constraints() override {
+    return PowerLimitConstraints{MilliWatts(100000.0), MilliWatts(300000.0)};
+  }
+  Result<MilliWatts> default_power_limit() override { return MilliWatts(300000.0); }
+  Result<void> set_power_limit(MilliWatts l) override {
+    if (l.value() < 100000.0 || l.value() > 300000.0) return fail(ErrorCode::kInvalidArgument, "out of range");
+    limit_mw_.store(l.value());
+    return ok();
+  }
+  Result<void> reset_power_limit() override { return set_power_limit(MilliWatts(300000.0)); }
+  Result<bool> persistence_mode() override { return persistence_.load(); }
+  Result<void> set_persistence_mode(bool on) override {
+    persistence_.store(on);
+    return ok();
+  }
+  Result<std::vector<Megahertz>> supported_memory_clocks() override { return std::vector<Megahertz>{Megahertz(1215.0)}; }
+  Result<std::vector<Megahertz>> supported_graphics_clocks(Megahertz) override {
+    return std::vector<Megahertz>{Megahertz(1410.0), Megahertz(1005.0), Megahertz(210.0)};
+  }
+  Result<void> set_gpu_locked_clocks(Megahertz, Megahertz) override { return ok(); }
+  Result<void> reset_gpu_locked_clocks() override { return ok(); }
+  Result<void> set_memory_locked_clocks(Megahertz, Megahertz) override { return ok(); }
+  Result<void> reset_memory_locked_clocks() override { return ok(); }
+  Result<int> temperature() override { return 40; }
+
+ private:
+  unsigned index_;
+  std::string name_;
+  std::string uuid_;
+  std::string arch_ = "ampere";
+  GpuCapabilities caps_;
+  std::atomic<double> energy_mj_{0.0};
+  std::atomic<double> power_mw_{50000.0};
+  std::atomic<double> limit_mw_{300000.0};
+  std::atomic<bool> persistence_{false};
+  std::atomic<bool> failing_{false};
+};
+
+class FakeCpu final : public Cpu {
+ public:
+  explicit FakeCpu(unsigned index, bool dram = true) : index_(index), name_("package-" + std::to_string(index)) {
+    caps_.dram = dram;
+    caps_.update_period = std::chrono::milliseconds(1);
+  }
+  void set_energy_uj(double pkg, double dram) {
+    package_uj_.store(pkg, std::memory_order_relaxed);
+    dram_uj_.store(dram, std::memory_order_relaxed);
+  }
+  unsigned index() const override { return index_; }
+  const std::string& name() const override { return name_; }
+  const CpuCapabilities& capabilities() const override { return caps_; }
+  Result<MicroJoules> package_energy() override { return MicroJoules(package_uj_.load(std::memory_order_relaxed)); }
+  Result<MicroJoules> dram_energy() override {
+    if (!caps_.dram) return fail(ErrorCode::kNotSupported, "no DRAM domain");
+    return MicroJoules(dram_uj_.load(std::memory_order_relaxed));
+  }
+
+ private:
+  unsigned index_;
+  std::string name_;
+  CpuCapabilities caps_;
+  std::atomic<double> package_uj_{0.0};
+  std::atomic<double> dram_uj_{0.0};
+};
+
+}  // namespace erg::sim
