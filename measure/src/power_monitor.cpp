@@ -1,5 +1,8 @@
 #include "erg/measure/power_monitor.hpp"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -260,6 +263,15 @@ std::chrono::microseconds PowerMonitor::period() const { return impl_->period; }
 const std::vector<unsigned>& PowerMonitor::gpu_indices() const { return impl_->gpu_indices; }
 const std::vector<PowerDomain>& PowerMonitor::domains() const { return impl_->domains; }
 std::uint64_t PowerMonitor::rounds() const { return impl_->rounds.load(std::memory_order_relaxed); }
+
+std::optional<std::chrono::nanoseconds> PowerMonitor::sampler_cpu_time() const {
+  if (!impl_->thread.joinable()) return std::nullopt;
+  clockid_t cid;
+  if (pthread_getcpuclockid(const_cast<std::thread&>(impl_->thread).native_handle(), &cid) != 0) return std::nullopt;
+  timespec ts{};
+  if (clock_gettime(cid, &ts) != 0) return std::nullopt;
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
 
 bool PowerMonitor::sampled(unsigned gpu, PowerDomain domain) const {
   return static_cast<bool>(impl_->gpu_series(gpu, domain));

@@ -78,6 +78,9 @@ class PowerMonitor {
   [[nodiscard]] std::vector<SamplingError> errors() const;
   /// Rounds of sampling done so far.
   [[nodiscard]] std::uint64_t rounds() const;
+  /// CPU time the sampling thread has used so far (erg's own overhead); nullopt when no
+  /// thread runs.
+  [[nodiscard]] std::optional<std::chrono::nanoseconds> sampler_cpu_time() const;
 
   /// Latest power of `gpu`, or the stored sample nearest to `time`. NotFound if `gpu` or
   /// `domain` is not sampled; Unavailable if no sample yet.

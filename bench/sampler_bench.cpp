@@ -1,0 +1,113 @@
+// Cost of the PowerMonitor's background sampler (simulated NVML driver; not a hardware figure).
+//   BM_SamplerCpu1kHz8Gpu: sample 8 simulated GPUs (device_instant) at 1 kHz for 5 s and report
+//     the sampler thread's CPU time as % of one core, and the achieved sampling rate.
+//   BM_TimerFloor1kHz: a bare thread that only wakes at 1 kHz for 5 s, with the same wait
+//     mechanism, measured in the same run: the floor any 1 kHz sampler pays on this machine.
+//   BM_SamplerBytesPerSample: heap bytes per stored sample of a full timeline.
+
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <time.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "erg/backends/nvml/discovery.hpp"
+#include "erg/measure/power_monitor.hpp"
+#include "erg/measure/timeline.hpp"
+#include "erg/sim/machine.hpp"
+#include "erg/sim/spec.hpp"
+
+namespace {
+
+constexpr auto kRun = std::chrono::seconds(5);
+
+double thread_cpu_seconds(pthread_t t) {
+  clockid_t cid;
+  pthread_getcpuclockid(t, &cid);
+  timespec ts{};
+  clock_gettime(cid, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+void BM_SamplerCpu1kHz8Gpu(benchmark::State& state) {
+  auto machine = erg::sim::Machine::create_temp(*erg::sim::parse_spec("8xA100,cpus=0"));
+  if (!machine) return state.SkipWithError(machine.error().message.c_str());
+  if (auto r = (*machine)->export_env(); !r) return state.SkipWithError(r.error().message.c_str());
+  erg::nvml::DiscoveryOptions opts;
+  opts.cuda_visible_devices = std::optional<std::string>();
+  auto found = erg::nvml::discover(opts);
+  if (!found || found->gpus.size() != 8) return state.SkipWithError("simulated GPUs not found");
+  for (unsigned i = 0; i < 8; ++i) (void)(*machine)->set_utilization(i, 0.3 + 0.08 * i);
+  for (auto _ : state) {
+    erg::measure::PowerMonitorOptions o;
+    o.period = std::chrono::milliseconds(1);
+    o.domains = {erg::PowerDomain::kDeviceInstant};
+    o.cpus = false;
+    auto monitor = erg::measure::PowerMonitor::create(found->gpus, {}, o);
+    if (!monitor) return state.SkipWithError(monitor.error().message.c_str());
+    auto cpu0 = (*monitor)->sampler_cpu_time().value_or(std::chrono::nanoseconds(0));
+    auto rounds0 = (*monitor)->rounds();
+    auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(kRun);
+    auto cpu1 = (*monitor)->sampler_cpu_time().value_or(std::chrono::nanoseconds(0));
+    auto rounds1 = (*monitor)->rounds();
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    (*monitor)->stop();
+    state.counters["cpu_pct"] = 100.0 * std::chrono::duration<double>(cpu1 - cpu0).count() / wall;
+    state.counters["rate_hz"] = static_cast<double>(rounds1 - rounds0) / wall;
+  }
+}
+BENCHMARK(BM_SamplerCpu1kHz8Gpu)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_TimerFloor1kHz(benchmark::State& state) {
+  for (auto _ : state) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;
+    long wakes = 0;
+    std::thread th([&] {
+      auto next = std::chrono::steady_clock::now();
+      std::unique_lock lock(mu);
+      while (!stop) {
+        ++wakes;
+        next += std::chrono::milliseconds(1);
+        cv.wait_until(lock, next, [&] { return stop; });
+      }
+    });
+    double c0 = thread_cpu_seconds(th.native_handle());
+    auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(kRun);
+    double c1 = thread_cpu_seconds(th.native_handle());
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    th.join();
+    state.counters["cpu_pct"] = 100.0 * (c1 - c0) / wall;
+    state.counters["rate_hz"] = static_cast<double>(wakes) / wall;
+  }
+}
+BENCHMARK(BM_TimerFloor1kHz)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_SamplerBytesPerSample(benchmark::State& state) {
+  constexpr std::size_t kSamples = 1 << 16;
+  for (auto _ : state) {
+    auto before = mallinfo2().uordblks;
+    auto timeline = std::make_unique<erg::measure::Timeline>(kSamples);
+    for (std::size_t i = 0; i < kSamples; ++i)
+      timeline->add_power(std::chrono::microseconds(1000 * i), 100.0 + static_cast<double>(i % 7));
+    auto after = mallinfo2().uordblks;
+    state.counters["bytes_per_sample"] = static_cast<double>(after - before) / static_cast<double>(timeline->size());
+  }
+}
+BENCHMARK(BM_SamplerBytesPerSample)->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
