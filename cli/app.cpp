@@ -22,7 +22,7 @@ namespace {
 /// Points every hardware seam at the simulated machine. A child of a simulating erg (for
 /// example the command under `erg run`) inherits ERG_SIM_STATE and attaches to the same
 /// machine instead of creating a new one.
-Result<void> setup_simulation(Context& ctx) {
+Result<void> setup_simulation_for(Context& ctx) {
   const char* env_spec = std::getenv("ERG_SIMULATE");
   if (ctx.simulate.empty() && env_spec != nullptr) ctx.simulate = env_spec;
   if (ctx.simulate.empty()) return ok();
@@ -45,8 +45,13 @@ Result<void> setup_simulation(Context& ctx) {
 
 }  // namespace
 
+Result<void> Context::setup_simulation() {
+  if (machine) return ok();
+  return setup_simulation_for(*this);
+}
+
 Result<Inventory> Context::discover() {
-  if (auto r = setup_simulation(*this); !r) return fail(r.error());
+  if (auto r = setup_simulation(); !r) return fail(r.error());
   return backends::discover();
 }
 
@@ -60,6 +65,10 @@ int run(int argc, char** argv) {
   app.add_flag("-v,--verbose", ctx.verbosity, "More output (repeatable)");
   app.require_subcommand(1);
   add_devices_command(app, ctx);
+  add_run_command(app, ctx);
+  add_energy_command(app, ctx);
+  add_power_command(app, ctx);
+  add_simulate_command(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -31,7 +31,9 @@ struct Context {
 
   Context();
   ~Context();
-  /// Creates or attaches the simulated machine if asked to, then discovers every device.
+  /// Creates or attaches the simulated machine if asked to (--simulate, ERG_SIMULATE).
+  Result<void> setup_simulation();
+  /// setup_simulation(), then discovers every device.
   Result<Inventory> discover();
 };
 
@@ -43,6 +45,13 @@ struct CliError {
 
 /// Registers `erg devices`.
 void add_devices_command(CLI::App& app, Context& ctx);
+/// Registers `erg run`.
+void add_run_command(CLI::App& app, Context& ctx);
+/// Registers `erg energy` and `erg power`.
+void add_energy_command(CLI::App& app, Context& ctx);
+void add_power_command(CLI::App& app, Context& ctx);
+/// Registers `erg simulate`.
+void add_simulate_command(CLI::App& app, Context& ctx);
 
 /// Parses argv and runs the chosen subcommand. Never throws.
 int run(int argc, char** argv);

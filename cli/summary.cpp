@@ -1,0 +1,129 @@
+#include "summary.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace erg::cli {
+
+using nlohmann::json;
+
+namespace {
+double round6(double v) { return static_cast<double>(static_cast<long long>(v * 1e6 + (v >= 0 ? 0.5 : -0.5))) / 1e6; }
+}  // namespace
+
+json measurement_json(const measure::Measurement& m, const Inventory& inventory) {
+  json j;
+  j["time_s"] = round6(m.time.count());
+  j["simulated"] = inventory.simulated;
+  j["gpus"] = json::array();
+  for (const auto& g : m.gpus) {
+    json e;
+    e["index"] = g.index;
+    e["name"] = g.index < inventory.gpus.size() ? inventory.gpus[g.index]->name() : "";
+    e["energy_j"] = round6(g.energy.value());
+    e["avg_power_w"] = m.time.count() > 0 ? round6(g.energy.value() / m.time.count()) : 0.0;
+    e["source"] = std::string(measure::to_string(g.source));
+    e["short_window"] = g.short_window;
+    e["affected"] = g.affected;
+    if (g.error) e["error"] = g.error->message;
+    j["gpus"].push_back(e);
+  }
+  j["cpus"] = json::array();
+  for (const auto& c : m.cpus) {
+    json e;
+    e["index"] = c.index;
+    e["energy_j"] = round6(c.package.value());
+    e["dram_energy_j"] = c.dram ? json(round6(c.dram->value())) : json(nullptr);
+    e["affected"] = c.affected;
+    if (c.error) e["error"] = c.error->message;
+    j["cpus"].push_back(e);
+  }
+  j["total_energy_j"] = round6(m.total_energy().value());
+  return j;
+}
+
+std::string measurement_table(const measure::Measurement& m, const Inventory& inventory) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "\nerg: %.3f s%s\n", m.time.count(),
+                inventory.simulated ? "  (SIMULATED machine: model figures, not hardware)" : "");
+  out += line;
+  std::snprintf(line, sizeof line, "  %-8s %-28s %14s %12s  %s\n", "DEVICE", "NAME", "ENERGY J", "AVG W", "SOURCE");
+  out += line;
+  auto avg = [&](double j) { return m.time.count() > 0 ? j / m.time.count() : 0.0; };
+  for (const auto& g : m.gpus) {
+    std::string name = g.index < inventory.gpus.size() ? inventory.gpus[g.index]->name() : "";
+    std::string source(measure::to_string(g.source));
+    if (g.short_window) source += " (short window)";
+    if (g.affected) source += " (counter anomaly)";
+    if (g.error) source = "error: " + g.error->message;
+    std::snprintf(line, sizeof line, "  gpu%-5u %-28.28s %14.3f %12.2f  %s\n", g.index, name.c_str(),
+                  g.energy.value(), avg(g.energy.value()), source.c_str());
+    out += line;
+  }
+  for (const auto& c : m.cpus) {
+    std::snprintf(line, sizeof line, "  cpu%-5u %-28s %14.3f %12.2f  %s\n", c.index, "package", c.package.value(),
+                  avg(c.package.value()), c.error ? c.error->message.c_str() : "counter");
+    out += line;
+    if (c.dram) {
+      std::snprintf(line, sizeof line, "  dram%-4u %-28s %14.3f %12.2f  %s\n", c.index, "DRAM", c.dram->value(),
+                    avg(c.dram->value()), "counter");
+      out += line;
+    }
+  }
+  std::snprintf(line, sizeof line, "  %-37s %14.3f %12.2f\n", "TOTAL", m.total_energy().value(),
+                avg(m.total_energy().value()));
+  out += line;
+  return out;
+}
+
+Result<void> check_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) return fail(ErrorCode::kInvalidArgument, "cannot write " + path + ": is a directory");
+  if (!fs::is_directory(dir, ec)) return fail(ErrorCode::kNotFound, "cannot write " + path + ": no such directory");
+  if (::access(dir.c_str(), W_OK) != 0)
+    return fail(ErrorCode::kNoPermission, "cannot write " + path + ": " + std::strerror(errno));
+  if (fs::exists(p, ec) && ::access(p.c_str(), W_OK) != 0)
+    return fail(ErrorCode::kNoPermission, "cannot write " + path + ": " + std::strerror(errno));
+  return ok();
+}
+
+Result<void> write_file_atomically(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".erg-tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(errno));
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(e));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(e));
+  }
+  return ok();
+}
+
+}  // namespace erg::cli
