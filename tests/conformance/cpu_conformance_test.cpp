@@ -72,8 +72,12 @@ TYPED_TEST(CpuConformance, DescribesItself) {
   for (auto& cpu : this->backend_.cpus) {
     EXPECT_FALSE(cpu->name().empty());
     const auto& caps = cpu->capabilities();
-    if (caps.max_energy_range) EXPECT_GT(caps.max_energy_range->value(), 0.0);
-    if (caps.update_period) EXPECT_GT(caps.update_period->count(), 0);
+    if (caps.max_energy_range) {
+      EXPECT_GT(caps.max_energy_range->value(), 0.0);
+    }
+    if (caps.update_period) {
+      EXPECT_GT(caps.update_period->count(), 0);
+    }
   }
   EXPECT_LT(this->backend_.cpus[0]->index(), this->backend_.cpus[1]->index());
 }

@@ -68,8 +68,12 @@ TYPED_TEST(GpuConformance, DescribesItself) {
     EXPECT_NE(gpu.architecture(), "");
     const auto& caps = gpu.capabilities();
     // Unknown is nullopt, never zero.
-    if (caps.energy_update_period) EXPECT_GT(caps.energy_update_period->count(), 0);
-    if (caps.power_update_period) EXPECT_GT(caps.power_update_period->count(), 0);
+    if (caps.energy_update_period) {
+      EXPECT_GT(caps.energy_update_period->count(), 0);
+    }
+    if (caps.power_update_period) {
+      EXPECT_GT(caps.power_update_period->count(), 0);
+    }
     EXPECT_FALSE(caps.power_domains.empty());
   }
 }

@@ -1,0 +1,424 @@
+#include "nvml_gpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "erg/backends/nvml/discovery.hpp"
+
+namespace erg::nvml {
+namespace {
+
+constexpr std::size_t domain_slot(PowerDomain domain) { return static_cast<std::size_t>(domain); }
+
+struct PowerField {
+  PowerDomain domain;
+  unsigned field_id;
+  std::string_view field_name;
+  std::array<std::optional<unsigned>, 2> scopes;  // tried in order
+};
+
+// zeus.md §2.1: instant and average power probe the GPU scope first and fall back to the module
+// scope (Grace Hopper reports the whole CPU+GPU module); memory power is POWER_AVERAGE with the
+// memory scope (works on H100, not on A40).
+constexpr std::array kPowerFields{
+    PowerField{PowerDomain::kDeviceInstant,
+               NVML_FI_DEV_POWER_INSTANT,
+               "NVML_FI_DEV_POWER_INSTANT",
+               {NVML_POWER_SCOPE_GPU, NVML_POWER_SCOPE_MODULE}},
+    PowerField{PowerDomain::kDeviceAverage,
+               NVML_FI_DEV_POWER_AVERAGE,
+               "NVML_FI_DEV_POWER_AVERAGE",
+               {NVML_POWER_SCOPE_GPU, NVML_POWER_SCOPE_MODULE}},
+    PowerField{PowerDomain::kMemoryAverage,
+               NVML_FI_DEV_POWER_AVERAGE,
+               "NVML_FI_DEV_POWER_AVERAGE",
+               {NVML_POWER_SCOPE_MEMORY, std::nullopt}},
+};
+
+const PowerField& power_field(PowerDomain domain) {
+  for (const auto& f : kPowerFields)
+    if (f.domain == domain) return f;
+  return kPowerFields.front();  // unreachable: every domain has a row
+}
+
+/// Reads an nvmlFieldValue_t's value of any numeric type.
+std::optional<double> field_number(const nvmlFieldValue_t& v) {
+  switch (v.valueType) {
+    case NVML_VALUE_TYPE_DOUBLE: return v.value.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: return static_cast<double>(v.value.uiVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.value.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.value.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.value.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT: return static_cast<double>(v.value.siVal);
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return static_cast<double>(v.value.usVal);
+    default: return std::nullopt;
+  }
+}
+
+Result<unsigned> to_uint(double value, std::string_view unit, std::string_view what, const std::string& label) {
+  if (!std::isfinite(value) || value < 0.0 || value > static_cast<double>(std::numeric_limits<unsigned>::max())) {
+    return fail(ErrorCode::kInvalidArgument, label + ": " + std::string(what) + " " + std::to_string(value) + " " +
+                                                 std::string(unit) + " is not a value NVML can take");
+  }
+  return static_cast<unsigned>(std::llround(value));
+}
+
+}  // namespace
+
+NvmlGpu::NvmlGpu(std::shared_ptr<const Library> library, nvmlDevice_t device, unsigned index, unsigned physical_index)
+    : library_(std::move(library)),
+      nvml_(library_->sym()),
+      device_(device),
+      index_(index),
+      physical_index_(physical_index) {}
+
+Result<std::shared_ptr<NvmlGpu>> NvmlGpu::create(std::shared_ptr<const Library> library, nvmlDevice_t device,
+                                                 unsigned index, unsigned physical_index) {
+  std::shared_ptr<NvmlGpu> gpu(new NvmlGpu(std::move(library), device, index, physical_index));
+  const Symbols& nvml = gpu->nvml_;
+
+  if (nvml.nvmlDeviceGetName != nullptr) {
+    std::array<char, NVML_DEVICE_NAME_V2_BUFFER_SIZE> buffer{};
+    const nvmlReturn_t rc = nvml.nvmlDeviceGetName(device, buffer.data(), buffer.size());
+    if (rc == NVML_SUCCESS) {
+      buffer.back() = '\0';
+      gpu->name_ = buffer.data();
+    } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
+      return fail(gpu->error(rc, "nvmlDeviceGetName"));
+    }
+  }
+  if (gpu->name_.empty()) gpu->name_ = "NVIDIA GPU";  // name unknown to this library
+
+  if (nvml.nvmlDeviceGetUUID != nullptr) {
+    std::array<char, NVML_DEVICE_UUID_V2_BUFFER_SIZE> buffer{};
+    const nvmlReturn_t rc = nvml.nvmlDeviceGetUUID(device, buffer.data(), buffer.size());
+    if (rc == NVML_SUCCESS) {
+      buffer.back() = '\0';
+      gpu->uuid_ = buffer.data();
+    } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
+      return fail(gpu->error(rc, "nvmlDeviceGetUUID"));
+    }
+  }  // else the UUID stays empty: unknown
+
+  if (nvml.nvmlDeviceGetArchitecture != nullptr) {
+    nvmlDeviceArchitecture_t arch = NVML_DEVICE_ARCH_UNKNOWN;
+    if (nvml.nvmlDeviceGetArchitecture(device, &arch) == NVML_SUCCESS) {
+      gpu->architecture_id_ = arch;
+      gpu->architecture_ = std::string(architecture_name(arch));
+    }
+  }
+
+  gpu->probe();
+  return gpu;
+}
+
+void NvmlGpu::probe() {
+  GpuCapabilities& caps = capabilities_;
+
+  // Energy counter: Volta and newer (Zeus: arch >= NVML_DEVICE_ARCH_VOLTA; pre-Volta answers
+  // NOT_SUPPORTED), the symbol exported, and one read that succeeds. An unknown architecture is
+  // left to the probe read.
+  unsigned long long energy_mj = 0;
+  caps.energy_counter = (architecture_id_ == NVML_DEVICE_ARCH_UNKNOWN || architecture_id_ >= NVML_DEVICE_ARCH_VOLTA) &&
+                        nvml_.nvmlDeviceGetTotalEnergyConsumption != nullptr &&
+                        nvml_.nvmlDeviceGetTotalEnergyConsumption(device_, &energy_mj) == NVML_SUCCESS;
+  // NVML updates its energy counter about every 100 ms (hardware.md, "Update period": ml.energy
+  // blog and Zeus's "GPU power counters can update as slow as 10 Hz").
+  if (caps.energy_counter) caps.energy_update_period = std::chrono::milliseconds(100);
+  // How often instant power changes is not documented; measure/ infers it (zeus power.py).
+  caps.power_update_period = std::nullopt;
+
+  // Power domains: once per domain, the first scope that answers SUCCESS wins.
+  if (nvml_.nvmlDeviceGetFieldValues != nullptr) {
+    for (const auto& field : kPowerFields) {
+      for (const auto& scope : field.scopes) {
+        if (!scope) continue;
+        nvmlFieldValue_t value{};
+        value.fieldId = field.field_id;
+        value.scopeId = *scope;
+        if (nvml_.nvmlDeviceGetFieldValues(device_, 1, &value) == NVML_SUCCESS && value.nvmlReturn == NVML_SUCCESS &&
+            field_number(value).has_value()) {
+          power_scope_[domain_slot(field.domain)] = *scope;
+          caps.power_domains.push_back(field.domain);
+          break;
+        }
+      }
+    }
+  }
+
+  unsigned limit_mw = 0;
+  caps.power_limit = nvml_.nvmlDeviceGetPowerManagementLimit != nullptr &&
+                     nvml_.nvmlDeviceGetPowerManagementLimit(device_, &limit_mw) == NVML_SUCCESS;
+  auto memory_clocks = supported_memory_clocks();
+  caps.clocks = memory_clocks.has_value() && !memory_clocks->empty();
+  nvmlEnableState_t mode = NVML_FEATURE_DISABLED;
+  caps.persistence_mode = nvml_.nvmlDeviceGetPersistenceMode != nullptr &&
+                          nvml_.nvmlDeviceGetPersistenceMode(device_, &mode) == NVML_SUCCESS;
+  // NVML's setters need root or CAP_SYS_ADMIN (vendor-abi.md §1.6).
+  caps.setters_need_privilege = true;
+}
+
+std::string NvmlGpu::label() const {
+  return "GPU " + std::to_string(index_) + " (NVML index " + std::to_string(physical_index_) + ")";
+}
+
+Error NvmlGpu::error(nvmlReturn_t code, std::string_view what) const {
+  return library_->error(code, what, ErrorContext{.index = index_, .physical_index = physical_index_});
+}
+
+Error NvmlGpu::not_exported(std::string_view symbol) const {
+  return Error{ErrorCode::kNotSupported, label() + ": not supported: the NVML library " + library_->path() +
+                                             " does not export " + std::string(symbol)};
+}
+
+Result<unsigned> NvmlGpu::to_mw(MilliWatts value, std::string_view what) const {
+  return to_uint(value.value(), "mW", what, label());
+}
+Result<unsigned> NvmlGpu::to_mhz(Megahertz value, std::string_view what) const {
+  return to_uint(value.value(), "MHz", what, label());
+}
+
+Result<MilliJoules> NvmlGpu::total_energy() {
+  if (!capabilities_.energy_counter) {
+    return fail(ErrorCode::kNotSupported,
+                label() + " (" + name_ + ", " + architecture_ +
+                    "): no energy counter; NVML has one on Volta and newer GPUs (read power instead)");
+  }
+  unsigned long long energy_mj = 0;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetTotalEnergyConsumption(device_, &energy_mj);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetTotalEnergyConsumption"));
+  return MilliJoules(static_cast<double>(energy_mj));
+}
+
+Result<MilliWatts> NvmlGpu::read_power_field(unsigned field_id, unsigned scope, std::string_view what) {
+  nvmlFieldValue_t value{};
+  value.fieldId = field_id;
+  value.scopeId = scope;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetFieldValues(device_, 1, &value);
+  if (rc != NVML_SUCCESS) return fail(error(rc, what));
+  // The call succeeds when any field was filled; each field carries its own status.
+  if (value.nvmlReturn != NVML_SUCCESS) return fail(error(value.nvmlReturn, what));
+  const auto mw = field_number(value);
+  if (!mw) {
+    return fail(ErrorCode::kDriverError, label() + ": " + std::string(what) + " returned a value of unknown type " +
+                                             std::to_string(static_cast<int>(value.valueType)));
+  }
+  return MilliWatts(*mw);
+}
+
+Result<MilliWatts> NvmlGpu::power(PowerDomain domain) {
+  const auto& field = power_field(domain);
+  const auto& scope = power_scope_[domain_slot(domain)];
+  if (!scope) {
+    return fail(ErrorCode::kNotSupported, label() + " (" + name_ + "): " + std::string(to_string(domain)) +
+                                              " power is not readable (nvmlDeviceGetFieldValues " +
+                                              std::string(field.field_name) + " answered no scope at discovery)");
+  }
+  const std::string what =
+      "nvmlDeviceGetFieldValues(" + std::string(field.field_name) + ", scope " + std::to_string(*scope) + ")";
+  return read_power_field(field.field_id, *scope, what);
+}
+
+Result<MilliWatts> NvmlGpu::power_limit() {
+  if (nvml_.nvmlDeviceGetPowerManagementLimit == nullptr)
+    return fail(not_exported("nvmlDeviceGetPowerManagementLimit"));
+  unsigned limit_mw = 0;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetPowerManagementLimit(device_, &limit_mw);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetPowerManagementLimit"));
+  return MilliWatts(static_cast<double>(limit_mw));
+}
+
+Result<PowerLimitConstraints> NvmlGpu::power_limit_constraints() {
+  if (nvml_.nvmlDeviceGetPowerManagementLimitConstraints == nullptr) {
+    return fail(not_exported("nvmlDeviceGetPowerManagementLimitConstraints"));
+  }
+  unsigned min_mw = 0;
+  unsigned max_mw = 0;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetPowerManagementLimitConstraints(device_, &min_mw, &max_mw);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetPowerManagementLimitConstraints"));
+  return PowerLimitConstraints{MilliWatts(static_cast<double>(min_mw)), MilliWatts(static_cast<double>(max_mw))};
+}
+
+Result<MilliWatts> NvmlGpu::default_power_limit() {
+  if (nvml_.nvmlDeviceGetPowerManagementDefaultLimit == nullptr) {
+    return fail(not_exported("nvmlDeviceGetPowerManagementDefaultLimit"));
+  }
+  unsigned limit_mw = 0;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetPowerManagementDefaultLimit(device_, &limit_mw);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetPowerManagementDefaultLimit"));
+  return MilliWatts(static_cast<double>(limit_mw));
+}
+
+Result<void> NvmlGpu::set_power_limit(MilliWatts limit) {
+  if (nvml_.nvmlDeviceSetPowerManagementLimit == nullptr)
+    return fail(not_exported("nvmlDeviceSetPowerManagementLimit"));
+  auto limit_mw = to_mw(limit, "power limit");
+  if (!limit_mw) return fail(limit_mw.error());
+  // Like Zeus: no driver call (and no privilege needed) when the limit is already in place.
+  unsigned current_mw = 0;
+  if (nvml_.nvmlDeviceGetPowerManagementLimit != nullptr &&
+      nvml_.nvmlDeviceGetPowerManagementLimit(device_, &current_mw) == NVML_SUCCESS && current_mw == *limit_mw) {
+    return ok();
+  }
+  // Out of range is left to the driver, which answers INVALID_ARGUMENT and changes nothing.
+  const nvmlReturn_t rc = nvml_.nvmlDeviceSetPowerManagementLimit(device_, *limit_mw);
+  if (rc != NVML_SUCCESS) {
+    Error e = error(rc, "nvmlDeviceSetPowerManagementLimit(" + std::to_string(*limit_mw) + " mW)");
+    if (rc == NVML_ERROR_INVALID_ARGUMENT) e.message += "; see power_limit_constraints() for the settable range";
+    return fail(std::move(e));
+  }
+  return ok();
+}
+
+Result<void> NvmlGpu::reset_power_limit() {
+  auto def = default_power_limit();
+  if (!def) return fail(def.error());
+  return set_power_limit(*def);
+}
+
+Result<bool> NvmlGpu::persistence_mode() {
+  if (nvml_.nvmlDeviceGetPersistenceMode == nullptr) return fail(not_exported("nvmlDeviceGetPersistenceMode"));
+  nvmlEnableState_t mode = NVML_FEATURE_DISABLED;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetPersistenceMode(device_, &mode);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetPersistenceMode"));
+  return mode == NVML_FEATURE_ENABLED;
+}
+
+Result<void> NvmlGpu::set_persistence_mode(bool enabled) {
+  if (nvml_.nvmlDeviceSetPersistenceMode == nullptr) return fail(not_exported("nvmlDeviceSetPersistenceMode"));
+  const nvmlEnableState_t wanted = enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  // Like Zeus: skip the privileged call when the mode is already set.
+  nvmlEnableState_t current = NVML_FEATURE_DISABLED;
+  if (nvml_.nvmlDeviceGetPersistenceMode != nullptr &&
+      nvml_.nvmlDeviceGetPersistenceMode(device_, &current) == NVML_SUCCESS && current == wanted) {
+    return ok();
+  }
+  const nvmlReturn_t rc = nvml_.nvmlDeviceSetPersistenceMode(device_, wanted);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceSetPersistenceMode"));
+  return ok();
+}
+
+namespace {
+
+/// Runs an NVML list query, growing the buffer on INSUFFICIENT_SIZE (the driver then reports the
+/// count it needs in *count).
+template <class Query>
+nvmlReturn_t query_list(Query&& query, std::vector<unsigned>& out) {
+  std::vector<unsigned> buffer(64);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    unsigned count = static_cast<unsigned>(buffer.size());
+    const nvmlReturn_t rc = query(&count, buffer.data());
+    if (rc == NVML_SUCCESS) {
+      buffer.resize(std::min<std::size_t>(count, buffer.size()));
+      out = std::move(buffer);
+      return NVML_SUCCESS;
+    }
+    if (rc != NVML_ERROR_INSUFFICIENT_SIZE) return rc;
+    buffer.resize(std::max<std::size_t>(count, buffer.size() * 2));
+  }
+  return NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+std::vector<Megahertz> to_megahertz(const std::vector<unsigned>& mhz) {
+  std::vector<Megahertz> out;
+  out.reserve(mhz.size());
+  for (unsigned v : mhz) out.emplace_back(static_cast<double>(v));
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Megahertz>> NvmlGpu::supported_memory_clocks() {
+  if (nvml_.nvmlDeviceGetSupportedMemoryClocks == nullptr) {
+    return fail(not_exported("nvmlDeviceGetSupportedMemoryClocks"));
+  }
+  std::vector<unsigned> mhz;
+  const nvmlReturn_t rc =
+      query_list([&](unsigned* count,
+                     unsigned* clocks) { return nvml_.nvmlDeviceGetSupportedMemoryClocks(device_, count, clocks); },
+                 mhz);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetSupportedMemoryClocks"));
+  return to_megahertz(mhz);
+}
+
+Result<std::vector<Megahertz>> NvmlGpu::supported_graphics_clocks(Megahertz memory_clock) {
+  if (nvml_.nvmlDeviceGetSupportedGraphicsClocks == nullptr) {
+    return fail(not_exported("nvmlDeviceGetSupportedGraphicsClocks"));
+  }
+  auto memory_mhz = to_mhz(memory_clock, "memory clock");
+  if (!memory_mhz) return fail(memory_mhz.error());
+  std::vector<unsigned> mhz;
+  const nvmlReturn_t rc = query_list(
+      [&](unsigned* count, unsigned* clocks) {
+        return nvml_.nvmlDeviceGetSupportedGraphicsClocks(device_, *memory_mhz, count, clocks);
+      },
+      mhz);
+  if (rc != NVML_SUCCESS) {
+    Error e = error(rc, "nvmlDeviceGetSupportedGraphicsClocks(" + std::to_string(*memory_mhz) + " MHz)");
+    if (rc == NVML_ERROR_NOT_FOUND) e.message += "; that memory clock is not one of supported_memory_clocks()";
+    return fail(std::move(e));
+  }
+  return to_megahertz(mhz);
+}
+
+Result<void> NvmlGpu::set_gpu_locked_clocks(Megahertz min, Megahertz max) {
+  if (nvml_.nvmlDeviceSetGpuLockedClocks == nullptr) return fail(not_exported("nvmlDeviceSetGpuLockedClocks"));
+  auto min_mhz = to_mhz(min, "minimum GPU clock");
+  if (!min_mhz) return fail(min_mhz.error());
+  auto max_mhz = to_mhz(max, "maximum GPU clock");
+  if (!max_mhz) return fail(max_mhz.error());
+  const nvmlReturn_t rc = nvml_.nvmlDeviceSetGpuLockedClocks(device_, *min_mhz, *max_mhz);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceSetGpuLockedClocks"));
+  return ok();
+}
+
+Result<void> NvmlGpu::reset_gpu_locked_clocks() {
+  if (nvml_.nvmlDeviceResetGpuLockedClocks == nullptr) return fail(not_exported("nvmlDeviceResetGpuLockedClocks"));
+  const nvmlReturn_t rc = nvml_.nvmlDeviceResetGpuLockedClocks(device_);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceResetGpuLockedClocks"));
+  return ok();
+}
+
+Result<void> NvmlGpu::set_memory_locked_clocks(Megahertz min, Megahertz max) {
+  if (nvml_.nvmlDeviceSetMemoryLockedClocks == nullptr) return fail(not_exported("nvmlDeviceSetMemoryLockedClocks"));
+  auto min_mhz = to_mhz(min, "minimum memory clock");
+  if (!min_mhz) return fail(min_mhz.error());
+  auto max_mhz = to_mhz(max, "maximum memory clock");
+  if (!max_mhz) return fail(max_mhz.error());
+  const nvmlReturn_t rc = nvml_.nvmlDeviceSetMemoryLockedClocks(device_, *min_mhz, *max_mhz);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceSetMemoryLockedClocks"));
+  return ok();
+}
+
+Result<void> NvmlGpu::reset_memory_locked_clocks() {
+  if (nvml_.nvmlDeviceResetMemoryLockedClocks == nullptr) {
+    return fail(not_exported("nvmlDeviceResetMemoryLockedClocks"));
+  }
+  const nvmlReturn_t rc = nvml_.nvmlDeviceResetMemoryLockedClocks(device_);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceResetMemoryLockedClocks"));
+  return ok();
+}
+
+Result<int> NvmlGpu::temperature() {
+  if (nvml_.nvmlDeviceGetTemperatureV != nullptr) {
+    nvmlTemperature_t reading{};
+    reading.version = nvmlTemperature_v1;
+    reading.sensorType = NVML_TEMPERATURE_GPU;
+    const nvmlReturn_t rc = nvml_.nvmlDeviceGetTemperatureV(device_, &reading);
+    if (rc == NVML_SUCCESS) return reading.temperature;
+    // A driver that exports the symbol but not our struct version falls back to the old call.
+    if (rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH || nvml_.nvmlDeviceGetTemperature == nullptr) {
+      return fail(error(rc, "nvmlDeviceGetTemperatureV"));
+    }
+  }
+  if (nvml_.nvmlDeviceGetTemperature == nullptr) return fail(not_exported("nvmlDeviceGetTemperature"));
+  unsigned celsius = 0;
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetTemperature(device_, NVML_TEMPERATURE_GPU, &celsius);
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetTemperature"));
+  return static_cast<int>(celsius);
+}
+
+}  // namespace erg::nvml
