@@ -108,7 +108,8 @@ void print_table(const json& j) {
 
 void add_devices_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("devices", "List the GPUs and CPU packages erg can measure, and what is unavailable");
-  auto* as_json = cmd->add_flag("--json", "Print one JSON object instead of a table");
+  auto as_json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *as_json, "Print one JSON object instead of a table");
   cmd->callback([&ctx, as_json] {
     auto inventory = ctx.discover();
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};

@@ -1,0 +1,570 @@
+// The simulated libnvidia-ml.so.1: exports the NVML C ABI subset erg and Zeus use
+// (backends/nvml/include/erg/backends/nvml/nvml_abi.h) over the shared state of a simulated
+// machine (ERG_SIM_STATE). Units, error codes and buffer protocols follow vendor-abi.md Part 1.
+//
+// Every exported function catches everything: nothing may throw across the C boundary.
+// Only nvml* symbols are exported (-fvisibility=hidden plus a version script).
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+
+#include "erg/backends/nvml/nvml_abi.h"
+#include "erg/sim/machine.hpp"
+#include "state.hpp"
+
+#define ERG_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+  unsigned index;
+};
+
+namespace {
+
+using erg::sim::Privilege;
+using erg::sim::SimCall;
+using erg::sim::Sku;
+using erg::sim::detail::GpuState;
+using erg::sim::detail::Lock;
+using erg::sim::detail::State;
+namespace detail = erg::sim::detail;
+
+constexpr const char* kDriverVersion = "550.127.08";
+constexpr const char* kNvmlVersion = "12.550.127.08";
+constexpr unsigned kClockLimitIdRangeStart = 0xffffff00u;
+
+// Library-wide state: the mapping and the init refcount. Calls hold `g_lib` shared; init and
+// shutdown hold it exclusively, so a mapping is never removed under a running call.
+std::shared_mutex g_lib;
+int g_refcount = 0;
+int g_fd = -1;
+State* g_state = nullptr;
+nvmlDevice_st g_handles[detail::kMaxGpus];
+
+nvmlReturn_t do_init() {
+  std::unique_lock lk(g_lib);
+  if (g_refcount > 0) {
+    ++g_refcount;
+    return NVML_SUCCESS;
+  }
+  const char* path = std::getenv("ERG_SIM_STATE");
+  if (path == nullptr || *path == '\0') return NVML_ERROR_DRIVER_NOT_LOADED;
+  int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return errno == EACCES ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_DRIVER_NOT_LOADED;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(State)) {
+    ::close(fd);
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  }
+  void* addr = ::mmap(nullptr, sizeof(State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) {
+    ::close(fd);
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  }
+  auto* s = static_cast<State*>(addr);
+  if (s->magic != detail::kMagic || s->version != detail::kVersion || s->size != sizeof(State) ||
+      s->gpu_count > detail::kMaxGpus) {
+    ::munmap(addr, sizeof(State));
+    ::close(fd);
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  }
+  for (unsigned i = 0; i < detail::kMaxGpus; ++i) g_handles[i].index = i;
+  g_fd = fd;
+  g_state = s;
+  g_refcount = 1;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t do_shutdown() {
+  std::unique_lock lk(g_lib);
+  // "no error is reported if nvmlShutdown() is called more times than nvmlInit()" (header).
+  if (g_refcount == 0) return NVML_SUCCESS;
+  if (--g_refcount == 0) {
+    ::munmap(g_state, sizeof(State));
+    ::close(g_fd);
+    g_state = nullptr;
+    g_fd = -1;
+  }
+  return NVML_SUCCESS;
+}
+
+bool privileged(const State& s) {
+  switch (static_cast<Privilege>(s.privilege)) {
+    case Privilege::kEveryone:
+      return true;
+    case Privilege::kNobody:
+      return false;
+    case Privilege::kRootOnly:
+    default:
+      return ::geteuid() == 0;
+  }
+}
+
+long long wall_us(const State& s) { return (detail::sim_now(s) + s.wall_offset_ns) / 1000; }
+
+/// Runs `f(state, gpu)` for a device call: checks init and the handle, counts the call, applies
+/// a lost GPU and injected faults, and brings the model up to now. Never throws.
+template <class F>
+nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f) noexcept {
+  try {
+    std::shared_lock lk(g_lib);
+    State* s = g_state;
+    if (s == nullptr) return NVML_ERROR_UNINITIALIZED;
+    if (device == nullptr || device < g_handles || device >= g_handles + detail::kMaxGpus ||
+        device->index >= s->gpu_count)
+      return NVML_ERROR_INVALID_ARGUMENT;
+    Lock lock(s);
+    GpuState& g = s->gpus[device->index];
+    g.calls[static_cast<unsigned>(call)]++;
+    if (g.lost) return NVML_ERROR_GPU_IS_LOST;
+    for (auto& fault : g.faults) {
+      if (fault.call < 0 || fault.remaining == 0) continue;
+      if (fault.call != static_cast<int>(SimCall::kAny) && fault.call != static_cast<int>(call)) continue;
+      if (fault.remaining > 0) --fault.remaining;
+      return static_cast<nvmlReturn_t>(fault.nvml_return);
+    }
+    detail::advance_gpu(g, detail::sim_now(*s));
+    return f(*s, g);
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+nvmlReturn_t copy_string(const char* text, char* out, unsigned int length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const std::size_t n = std::strlen(text);
+  if (length < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, text, n + 1);
+  return NVML_SUCCESS;
+}
+
+unsigned to_mw(double w) { return w <= 0.0 ? 0u : static_cast<unsigned>(w * 1000.0 + 0.5); }
+
+void set_uint(nvmlFieldValue_t& v, unsigned value) {
+  v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+  v.value.ullVal = 0;
+  v.value.uiVal = value;
+  v.nvmlReturn = NVML_SUCCESS;
+}
+
+/// One field of nvmlDeviceGetFieldValues (per-field status, vendor-abi.md §1.3/§1.4).
+void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
+  const Sku& sku = detail::sku_of(g);
+  v.timestamp = wall_us(s);
+  v.latencyUsec = 0;
+  v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+  const unsigned scope = v.scopeId;
+  switch (v.fieldId) {
+    case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+    case NVML_FI_DEV_ENERGY:
+      if (scope != NVML_POWER_SCOPE_GPU || !sku.has_energy_counter) return;
+      v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+      v.value.ullVal = detail::reported_energy_mj(g);
+      v.nvmlReturn = NVML_SUCCESS;
+      return;
+    case NVML_FI_DEV_POWER_INSTANT:
+      if (scope != NVML_POWER_SCOPE_GPU) return;  // no MODULE (Grace) or MEMORY scope here
+      set_uint(v, to_mw(detail::reading_instant_w(g)));
+      return;
+    case NVML_FI_DEV_POWER_AVERAGE:
+      // Ampere except GA100, and newer; MEMORY scope only on H100 (Zeus: works on H100, not A40).
+      if (!sku.has_average_power) return;
+      if (scope == NVML_POWER_SCOPE_GPU) {
+        set_uint(v, to_mw(detail::reading_average_w(g)));
+      } else if (scope == NVML_POWER_SCOPE_MEMORY && sku.has_memory_power) {
+        set_uint(v, to_mw(detail::reading_average_w(g) * sku.memory_power_share));
+      }
+      return;
+    case NVML_FI_DEV_POWER_MIN_LIMIT:
+    case NVML_FI_DEV_POWER_MAX_LIMIT:
+    case NVML_FI_DEV_POWER_DEFAULT_LIMIT:
+    case NVML_FI_DEV_POWER_CURRENT_LIMIT:
+      if (scope != NVML_POWER_SCOPE_GPU) return;
+      set_uint(v, v.fieldId == NVML_FI_DEV_POWER_MIN_LIMIT       ? sku.min_limit_w * 1000u
+                  : v.fieldId == NVML_FI_DEV_POWER_MAX_LIMIT     ? sku.max_limit_w * 1000u
+                  : v.fieldId == NVML_FI_DEV_POWER_DEFAULT_LIMIT ? sku.default_limit_w * 1000u
+                                                                 : g.limit_mw);
+      return;
+    default:
+      return;
+  }
+}
+
+nvmlReturn_t list_clocks(unsigned n, unsigned* count, unsigned* out, unsigned (*at)(const Sku&, unsigned),
+                         const Sku& sku) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (*count < n) {
+    *count = n;  // "count is set to the number of required elements"
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < n; ++i) out[i] = at(sku, i);
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+unsigned mem_clock_at(const Sku& sku, unsigned i) { return sku.mem_clocks_mhz[i]; }
+
+}  // namespace
+
+// --- init, errors, system ------------------------------------------------------------------
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) {
+  try {
+    return do_init();
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) { return nvmlInit_v2(); }
+
+/// The unversioned v1 name, still exported by the real library for old binaries.
+ERG_NVML_EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) {
+  try {
+    return do_shutdown();
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+ERG_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
+  // DCGM's table (vendor-abi.md §1.4); codes without an entry there read "Unknown Error".
+  switch (static_cast<int>(result)) {
+    case 0: return "Success";
+    case 1: return "Uninitialized";
+    case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
+    case 4: return "Insufficient Permissions";
+    case 5: return "Already Initialized";
+    case 6: return "Not Found";
+    case 7: return "Insufficient Size";
+    case 8: return "Insufficient External Power";
+    case 9: return "Driver Not Loaded";
+    case 10: return "Timeout";
+    case 11: return "Interrupt Request Issue";
+    case 12: return "NVML Shared Library Not Found";
+    case 13: return "Function Not Found";
+    case 14: return "Corrupted infoROM";
+    case 15: return "GPU is lost";
+    case 16: return "GPU requires reset";
+    case 17: return "GPU access blocked by the operating system";
+    case 18: return "Driver/library version mismatch";
+    case 19: return "In use by another client";
+    case 20: return "Insufficient Memory";
+    case 23: return "Insufficient Resources";
+    default: return "Unknown Error";
+  }
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  try {
+    std::shared_lock lk(g_lib);
+    if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
+    return copy_string(kDriverVersion, version, length);
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+  return copy_string(kNvmlVersion, version, length);  // needs no init (header)
+}
+
+// --- devices -------------------------------------------------------------------------------
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  try {
+    std::shared_lock lk(g_lib);
+    if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
+    if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *deviceCount = g_state->gpu_count;
+    return NVML_SUCCESS;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) { return nvmlDeviceGetCount_v2(deviceCount); }
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  try {
+    std::shared_lock lk(g_lib);
+    if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
+    if (index >= g_state->gpu_count || index >= detail::kMaxGpus || device == nullptr)
+      return NVML_ERROR_INVALID_ARGUMENT;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+  nvmlDevice_t handle = &g_handles[index];
+  return device_call(handle, SimCall::kGetHandle, [&](State&, GpuState&) {
+    *device = handle;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  unsigned index = 0;
+  try {
+    std::shared_lock lk(g_lib);
+    if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
+    if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    Lock lock(g_state);
+    for (index = 0; index < g_state->gpu_count; ++index)
+      if (std::strncmp(g_state->gpus[index].uuid, uuid, sizeof g_state->gpus[index].uuid) == 0) break;
+    if (index >= g_state->gpu_count) return NVML_ERROR_NOT_FOUND;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+  nvmlDevice_t handle = &g_handles[index];
+  return device_call(handle, SimCall::kGetHandle, [&](State&, GpuState&) {
+    *device = handle;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  return device_call(device, SimCall::kGetHandle, [&](State&, GpuState&) {
+    if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = device->index;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  return device_call(device, SimCall::kGetName, [&](State&, GpuState& g) {
+    const std::string_view n = detail::sku_of(g).name;
+    char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    std::memcpy(buf, n.data(), std::min(n.size(), sizeof buf - 1));
+    return copy_string(buf, name, length);
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  return device_call(device, SimCall::kGetUuid, [&](State&, GpuState& g) {
+    char buf[sizeof g.uuid + 1] = {};
+    std::memcpy(buf, g.uuid, sizeof g.uuid);
+    return copy_string(buf, uuid, length);
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
+  return device_call(device, SimCall::kGetArchitecture, [&](State&, GpuState& g) {
+    if (arch == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *arch = detail::sku_of(g).arch;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy) {
+  return device_call(device, SimCall::kGetTotalEnergyConsumption, [&](State&, GpuState& g) {
+    if (!detail::sku_of(g).has_energy_counter) return NVML_ERROR_NOT_SUPPORTED;  // Volta+ only
+    if (energy == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *energy = detail::reported_energy_mj(g);
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values) {
+  return device_call(device, SimCall::kGetFieldValues, [&](State& s, GpuState& g) {
+    if (valuesCount < 0 || (valuesCount > 0 && values == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < valuesCount; ++i) fill_field(s, g, values[i]);
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
+  return device_call(device, SimCall::kGetPowerUsage, [&](State&, GpuState& g) {
+    if (power == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    // "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec
+    // interval. On GA100 and older architectures, instantaneous power is returned."
+    const bool instant = detail::sku_of(g).ga100_or_older;
+    *power = to_mw(instant ? detail::reading_instant_w(g) : detail::reading_average_w(g));
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* limit) {
+  return device_call(device, SimCall::kGetPowerManagementLimit, [&](State&, GpuState& g) {
+    if (limit == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *limit = g.limit_mw;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* limit) {
+  return device_call(device, SimCall::kGetPowerManagementLimit, [&](State&, GpuState& g) {
+    if (limit == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *limit = g.limit_mw;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int* minLimit,
+                                                                          unsigned int* maxLimit) {
+  return device_call(device, SimCall::kGetPowerManagementLimitConstraints, [&](State&, GpuState& g) {
+    if (minLimit == nullptr || maxLimit == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *minLimit = detail::sku_of(g).min_limit_w * 1000u;
+    *maxLimit = detail::sku_of(g).max_limit_w * 1000u;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device, unsigned int* defaultLimit) {
+  return device_call(device, SimCall::kGetPowerManagementDefaultLimit, [&](State&, GpuState& g) {
+    if (defaultLimit == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *defaultLimit = detail::sku_of(g).default_limit_w * 1000u;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit) {
+  return device_call(device, SimCall::kSetPowerManagementLimit, [&](State& s, GpuState& g) {
+    const Sku& sku = detail::sku_of(g);
+    // Arguments are checked before privilege (as the client library validates first).
+    if (limit < sku.min_limit_w * 1000u || limit > sku.max_limit_w * 1000u) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    g.limit_mw = limit;
+    detail::recompute_gpu(g);
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode) {
+  return device_call(device, SimCall::kGetPersistenceMode, [&](State&, GpuState& g) {
+    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *mode = g.persistence ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t mode) {
+  return device_call(device, SimCall::kSetPersistenceMode, [&](State& s, GpuState& g) {
+    if (mode != NVML_FEATURE_DISABLED && mode != NVML_FEATURE_ENABLED) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    g.persistence = mode == NVML_FEATURE_ENABLED ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int* count,
+                                                                unsigned int* clocksMHz) {
+  return device_call(device, SimCall::kGetSupportedMemoryClocks, [&](State&, GpuState& g) {
+    const Sku& sku = detail::sku_of(g);
+    return list_clocks(erg::sim::mem_clock_count(sku), count, clocksMHz, &mem_clock_at, sku);
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned int memoryClockMHz,
+                                                                  unsigned int* count, unsigned int* clocksMHz) {
+  return device_call(device, SimCall::kGetSupportedGraphicsClocks, [&](State&, GpuState& g) {
+    const Sku& sku = detail::sku_of(g);
+    bool known = false;
+    for (unsigned i = 0; i < erg::sim::mem_clock_count(sku); ++i) known |= sku.mem_clocks_mhz[i] == memoryClockMHz;
+    if (!known) return NVML_ERROR_NOT_FOUND;
+    // The same SM table at every memory clock (a simplification; see sim/README.md).
+    return list_clocks(erg::sim::sm_clock_count(sku), count, clocksMHz, &erg::sim::sm_clock_mhz, sku);
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* clock) {
+  return device_call(device, SimCall::kGetClockInfo, [&](State&, GpuState& g) {
+    if (clock == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    const Sku& sku = detail::sku_of(g);
+    switch (type) {
+      case NVML_CLOCK_GRAPHICS:
+      case NVML_CLOCK_SM:
+        *clock = static_cast<unsigned>(g.clock_mhz);
+        return NVML_SUCCESS;
+      case NVML_CLOCK_MEM:
+        *clock = g.mem_locked_max_mhz != 0 ? g.mem_locked_max_mhz : sku.mem_clocks_mhz[0];
+        return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO:
+        *clock = static_cast<unsigned>(g.clock_mhz * 0.9);
+        return NVML_SUCCESS;
+      default:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, unsigned int minGpuClockMHz,
+                                                          unsigned int maxGpuClockMHz) {
+  return device_call(device, SimCall::kSetGpuLockedClocks, [&](State& s, GpuState& g) {
+    const Sku& sku = detail::sku_of(g);
+    if (!sku.gpu_locked_clocks) return NVML_ERROR_NOT_SUPPORTED;  // Volta+
+    const bool sym_min = minGpuClockMHz >= kClockLimitIdRangeStart;
+    const bool sym_max = maxGpuClockMHz >= kClockLimitIdRangeStart;
+    if (sym_min != sym_max) return NVML_ERROR_INVALID_ARGUMENT;  // mixed numeric/symbolic
+    if (!sym_min && minGpuClockMHz > maxGpuClockMHz) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    // Symbolic limits (TDP, UNLIMITED) leave the full range; numeric ones cap the model's clock.
+    g.locked_min_mhz = sym_min ? 0 : minGpuClockMHz;
+    g.locked_max_mhz = sym_max ? 0 : maxGpuClockMHz;
+    detail::recompute_gpu(g);
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device) {
+  return device_call(device, SimCall::kResetGpuLockedClocks, [&](State& s, GpuState& g) {
+    if (!detail::sku_of(g).gpu_locked_clocks) return NVML_ERROR_NOT_SUPPORTED;
+    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    g.locked_min_mhz = g.locked_max_mhz = 0;
+    detail::recompute_gpu(g);
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device, unsigned int minMemClockMHz,
+                                                             unsigned int maxMemClockMHz) {
+  return device_call(device, SimCall::kSetMemoryLockedClocks, [&](State& s, GpuState& g) {
+    if (!detail::sku_of(g).memory_locked_clocks) return NVML_ERROR_NOT_SUPPORTED;  // Ampere+
+    if (minMemClockMHz > maxMemClockMHz) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    g.mem_locked_min_mhz = minMemClockMHz;
+    g.mem_locked_max_mhz = maxMemClockMHz;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t device) {
+  return device_call(device, SimCall::kResetMemoryLockedClocks, [&](State& s, GpuState& g) {
+    if (!detail::sku_of(g).memory_locked_clocks) return NVML_ERROR_NOT_SUPPORTED;
+    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    g.mem_locked_min_mhz = g.mem_locked_max_mhz = 0;
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                                      unsigned int* temp) {
+  return device_call(device, SimCall::kGetTemperature, [&](State&, GpuState& g) {
+    if (temp == nullptr || sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+    *temp = static_cast<unsigned>(detail::reading_temperature_c(g));
+    return NVML_SUCCESS;
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t* temperature) {
+  return device_call(device, SimCall::kGetTemperature, [&](State&, GpuState& g) {
+    if (temperature == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (temperature->version != nvmlTemperature_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_NOT_SUPPORTED;  // no such sensor
+    temperature->temperature = detail::reading_temperature_c(g);
+    return NVML_SUCCESS;
+  });
+}

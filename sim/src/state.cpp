@@ -1,0 +1,159 @@
+#include "state.hpp"
+
+#include <time.h>
+
+#include <cerrno>
+#include <cmath>
+
+namespace erg::sim::detail {
+
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+std::int64_t sim_now(const State& s) {
+  return s.virtual_clock != 0 ? s.virtual_ns : monotonic_ns() + s.real_offset_ns;
+}
+
+Lock::Lock(State* s) : s_(s) {
+  int rc = ::pthread_mutex_lock(&s_->mutex);
+  if (rc == EOWNERDEAD) {
+    // A process died holding the lock (tests SIGKILL children). Every update is a handful of
+    // stores, so the state is usable; mark the mutex consistent and continue.
+    ::pthread_mutex_consistent(&s_->mutex);
+    rc = 0;
+  }
+  locked_ = rc == 0;
+}
+
+Lock::~Lock() {
+  if (locked_) ::pthread_mutex_unlock(&s_->mutex);
+}
+
+int init_mutex(State* s) {
+  pthread_mutexattr_t attr;
+  int rc = ::pthread_mutexattr_init(&attr);
+  if (rc != 0) return rc;
+  rc = ::pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  if (rc == 0) rc = ::pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  if (rc == 0) rc = ::pthread_mutex_init(&s->mutex, &attr);
+  ::pthread_mutexattr_destroy(&attr);
+  return rc;
+}
+
+const Sku& sku_of(const GpuState& g) { return all_skus()[static_cast<std::size_t>(g.sku_index)]; }
+
+namespace {
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+constexpr double kNsPerS = 1e9;
+
+}  // namespace
+
+void init_gpu(GpuState& g, int sku_index, std::int64_t now) {
+  g.sku_index = sku_index;
+  const Sku& sku = sku_of(g);
+  g.limit_mw = sku.default_limit_w * 1000u;
+  g.last_ns = now;
+  const std::int64_t pp = static_cast<std::int64_t>(sku.power_period_ms) * 1'000'000;
+  // Ticks strictly after creation are recorded; before the first, readings show the power now.
+  g.first_tick = floor_div(now, pp) + 1;
+  g.last_tick = g.first_tick - 1;
+  for (auto& f : g.faults) f = FaultSlot{};
+  recompute_gpu(g);
+  g.tick_power_w = g.power_w;
+}
+
+void recompute_gpu(GpuState& g) {
+  const Sku& sku = sku_of(g);
+  const unsigned cap = g.locked_max_mhz != 0 ? g.locked_max_mhz : sku.max_sm_mhz;
+  const double u = g.utilization;
+  const unsigned f = model_clock_mhz(sku, u, g.limit_mw / 1000.0, cap);
+  g.clock_mhz = f;
+  g.power_w = model_power_w(sku, f, u);
+  g.work_rate = u * model_speed(sku, f);
+}
+
+void advance_gpu(GpuState& g, std::int64_t now) {
+  if (now <= g.last_ns) return;
+  const Sku& sku = sku_of(g);
+  const double p = g.power_w;
+  const std::int64_t last = g.last_ns;
+  // Energy counter: the latest energy tick in (last, now] sees E(last) + P·(tick − last).
+  const std::int64_t ep = static_cast<std::int64_t>(sku.energy_period_ms) * 1'000'000;
+  const std::int64_t etick = floor_div(now, ep) * ep;
+  if (etick > last) g.tick_energy_j = g.energy_j + p * static_cast<double>(etick - last) / kNsPerS;
+  // Power sensor: ticks in (last, now] all fall in this constant-power segment.
+  const std::int64_t pp = static_cast<std::int64_t>(sku.power_period_ms) * 1'000'000;
+  const std::int64_t j_end = floor_div(now, pp);
+  std::int64_t j_begin = floor_div(last, pp) + 1;
+  if (j_begin < g.first_tick) j_begin = g.first_tick;
+  if (j_end >= j_begin) {
+    g.tick_power_w = p;
+    std::int64_t j = j_end - static_cast<std::int64_t>(kRing) + 1;
+    if (j < j_begin) j = j_begin;
+    for (; j <= j_end; ++j)
+      g.ring[static_cast<std::size_t>(j % kRing)] = g.energy_j + p * static_cast<double>(j * pp - last) / kNsPerS;
+    g.last_tick = j_end;
+  }
+  const double dt = static_cast<double>(now - last) / kNsPerS;
+  g.energy_j += p * dt;
+  g.work += g.work_rate * dt;
+  g.last_ns = now;
+}
+
+std::uint64_t reported_energy_mj(const GpuState& g) {
+  const double mj = std::floor(g.tick_energy_j * 1000.0 - g.counter_base_mj);
+  return mj > 0.0 ? static_cast<std::uint64_t>(mj) : 0;
+}
+
+double reading_instant_w(const GpuState& g) { return g.tick_power_w; }
+
+double reading_average_w(const GpuState& g) {
+  const Sku& sku = sku_of(g);
+  const std::int64_t n = 1000 / sku.power_period_ms;  // ticks per second
+  const std::int64_t last = g.last_tick;
+  if (last <= g.first_tick) return g.tick_power_w;  // fewer than two ticks recorded yet
+  std::int64_t from = last - n;
+  if (from < g.first_tick) from = g.first_tick;
+  const double de = g.ring[static_cast<std::size_t>(last % kRing)] - g.ring[static_cast<std::size_t>(from % kRing)];
+  return de / (static_cast<double>((last - from) * sku.power_period_ms) / 1000.0);
+}
+
+int reading_temperature_c(const GpuState& g) {
+  const Sku& sku = sku_of(g);
+  // 30 °C at rest, +45 °C at the maximum power limit: a plausible, monotonic stand-in.
+  return static_cast<int>(std::lround(30.0 + 45.0 * g.tick_power_w / sku.max_limit_w));
+}
+
+double psys_power_w(const State& s) {
+  double w = s.psys_extra_w;
+  for (unsigned c = 0; c < s.cpu_count; ++c) w += s.cpus[c].package_w + (s.cpus[c].dram ? s.cpus[c].dram_w : 0.0);
+  return w;
+}
+
+void advance_cpus(State& s, std::int64_t now) {
+  if (now <= s.cpu_last_ns) return;
+  const double dt = static_cast<double>(now - s.cpu_last_ns) / kNsPerS;
+  for (unsigned c = 0; c < s.cpu_count && c < kMaxCpus; ++c) {
+    CpuState& cpu = s.cpus[c];
+    cpu.package_j += cpu.package_w * dt;
+    if (cpu.dram) cpu.dram_j += cpu.dram_w * dt;
+  }
+  if (s.psys) s.psys_j += psys_power_w(s) * dt;
+  s.cpu_last_ns = now;
+}
+
+void advance_all(State& s, std::int64_t now) {
+  for (unsigned i = 0; i < s.gpu_count && i < kMaxGpus; ++i) advance_gpu(s.gpus[i], now);
+  advance_cpus(s, now);
+}
+
+}  // namespace erg::sim::detail

@@ -1,0 +1,256 @@
+// The shared state across processes, privilege, the powercap tree, and the robust mutex.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "sim_fixture.hpp"
+#include "state.hpp"
+
+namespace erg::sim {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::SimTest;
+namespace fs = std::filesystem;
+
+class MachineTest : public SimTest {};
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::uint64_t read_u64(const fs::path& p) {
+  std::ifstream f(p);
+  std::uint64_t v = 0;
+  f >> v;
+  return v;
+}
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+TEST_F(MachineTest, AnotherProcessSeesTheSameMachine) {
+  start("2xA100,cpus=0");
+  machine_->set_privilege(Privilege::kEveryone);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: a fresh driver mapping and a fresh control-API attachment.
+    auto& n = testing::Nvml::get();
+    n.nvmlShutdown();
+    if (n.nvmlInit_v2() != NVML_SUCCESS) ::_exit(1);
+    nvmlDevice_t d = nullptr;
+    if (n.nvmlDeviceGetHandleByIndex_v2(1, &d) != NVML_SUCCESS) ::_exit(2);
+    if (n.nvmlDeviceSetPowerManagementLimit(d, 250000) != NVML_SUCCESS) ::_exit(3);
+    auto m = Machine::attach(machine_->state_file());
+    if (!m || (*m)->gpu_count() != 2 || (*m)->spec().gpus[1].sku != "A100") ::_exit(4);
+    if (!(*m)->set_utilization(1, 0.5)) ::_exit(5);
+    ::_exit(0);
+  }
+  ASSERT_EQ(wait_child(pid), 0);
+  auto st = machine_->status(1);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->power_limit.value(), 250000.0);
+  EXPECT_EQ(st->utilization, 0.5);
+  unsigned limit = 0;
+  ASSERT_EQ(nvml_.nvmlDeviceGetPowerManagementLimit(dev(1), &limit), NVML_SUCCESS);
+  EXPECT_EQ(limit, 250000u);
+  EXPECT_EQ(machine_->status(0)->power_limit.value(), 400000.0);
+}
+
+TEST_F(MachineTest, StateIsSharedWithOtherUsers) {
+  start("1xA100,cpus=0");
+  struct stat st {};
+  ASSERT_EQ(::stat(machine_->state_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  ASSERT_EQ(::stat(machine_->dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0755, 0755u);
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to an unprivileged user";
+  machine_->set_privilege(Privilege::kRootOnly);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);  // nobody
+    auto& n = testing::Nvml::get();
+    n.nvmlShutdown();
+    if (n.nvmlInit_v2() != NVML_SUCCESS) ::_exit(1);
+    nvmlDevice_t d = nullptr;
+    if (n.nvmlDeviceGetHandleByIndex_v2(0, &d) != NVML_SUCCESS) ::_exit(2);
+    unsigned mw = 0;
+    if (n.nvmlDeviceGetPowerUsage(d, &mw) != NVML_SUCCESS || mw == 0) ::_exit(3);
+    if (n.nvmlDeviceSetPowerManagementLimit(d, 300000) != NVML_ERROR_NO_PERMISSION) ::_exit(4);
+    ::_exit(0);
+  }
+  EXPECT_EQ(wait_child(pid), 0);
+}
+
+TEST_F(MachineTest, PowercapTreeFollowsCpuPowerAndWraps) {
+  start(R"({"gpus":[],"cpus":[{"dram":true,"max_energy_range_uj":1000000},{"dram":false}],"psys":true})");
+  const fs::path root = machine_->powercap_root();
+  EXPECT_EQ(read_text(root / "intel-rapl:0" / "name"), "package-0");
+  EXPECT_EQ(read_text(root / "intel-rapl:0" / "intel-rapl:0:0" / "name"), "dram");
+  EXPECT_EQ(read_text(root / "intel-rapl:0" / "intel-rapl:0:1" / "name"), "core");
+  EXPECT_EQ(read_text(root / "intel-rapl:1" / "name"), "package-1");
+  EXPECT_EQ(read_text(root / "intel-rapl:1" / "intel-rapl:1:0" / "name"), "core");
+  EXPECT_FALSE(fs::exists(root / "intel-rapl:1" / "intel-rapl:1:1"));
+  EXPECT_EQ(read_text(root / "intel-rapl:2" / "name"), "psys");
+  EXPECT_EQ(read_u64(root / "intel-rapl:0" / "max_energy_range_uj"), 1000000u);
+  struct stat st {};
+  ASSERT_EQ(::stat((root / "intel-rapl:0" / "energy_uj").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+
+  ASSERT_TRUE(machine_->set_cpu_power(0, Watts(50.0), Watts(5.0)));
+  std::uint64_t prev = read_u64(root / "intel-rapl:0" / "energy_uj");
+  int wraps = 0;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(machine_->advance(7ms));  // 350 mJ per step: wraps every ~3 steps at 1 J
+    const double truth_uj = machine_->true_cpu_energy(0)->value() * 1e6;
+    const std::uint64_t now = read_u64(root / "intel-rapl:0" / "energy_uj");
+    EXPECT_NEAR(static_cast<double>(now), std::fmod(std::floor(truth_uj), 1e6), 1.0);
+    EXPECT_LT(now, 1000000u);
+    if (now < prev) ++wraps;
+    prev = now;
+    const double dram_uj = machine_->true_dram_energy(0)->value() * 1e6;
+    EXPECT_NEAR(static_cast<double>(read_u64(root / "intel-rapl:0" / "intel-rapl:0:0" / "energy_uj")),
+                std::fmod(std::floor(dram_uj), 1e6), 1.0);
+  }
+  EXPECT_GE(wraps, 2);
+  EXPECT_FALSE(machine_->true_dram_energy(1)) << "package 1 has no DRAM domain";
+  // psys ⊇ packages + DRAM.
+  const double psys = static_cast<double>(read_u64(root / "intel-rapl:2" / "energy_uj"));
+  const double pkg1 = static_cast<double>(read_u64(root / "intel-rapl:1" / "energy_uj"));
+  EXPECT_GT(psys, pkg1);
+}
+
+TEST_F(MachineTest, RealClockUpdaterRefreshesTheFiles) {
+  start("cpus=1", /*virtual_clock=*/false);
+  ASSERT_TRUE(machine_->set_cpu_power(0, Watts(100.0), Watts(10.0)));
+  const fs::path file = machine_->powercap_root() / "intel-rapl:0" / "energy_uj";
+  std::this_thread::sleep_for(50ms);
+  const auto a = read_u64(file);
+  std::this_thread::sleep_for(100ms);
+  const auto b = read_u64(file);
+  const double truth = machine_->true_cpu_energy(0)->value() * 1e6;
+  EXPECT_GT(b, a);
+  // Within one 10 ms quantum (plus scheduling slack) of the truth at 100 W.
+  EXPECT_NEAR(static_cast<double>(b), truth, 100.0 * 1e6 * 0.05);
+}
+
+TEST_F(MachineTest, LeaseMovesToAnAttachedProcessWhenTheHolderDies) {
+  auto spec = parse_spec("cpus=1");
+  ASSERT_TRUE(spec);
+  const fs::path dir = fs::path(::testing::TempDir()) / ("erg_sim_lease_" + std::to_string(::getpid()));
+  {
+    auto m = Machine::create(*spec, dir, /*keep_dir=*/true);
+    ASSERT_TRUE(m) << m.error().message;
+    ASSERT_TRUE((*m)->set_cpu_power(0, Watts(200.0), Watts(0.0)));
+  }  // the creator's lease is released
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto m = Machine::attach(dir / "state");
+    if (!m) ::_exit(1);
+    std::this_thread::sleep_for(30ms);  // take the lease
+    char c = 1;
+    (void)::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto m = Machine::attach(dir / "state");
+  ASSERT_TRUE(m);
+  const fs::path file = dir / "powercap" / "intel-rapl:0" / "energy_uj";
+  std::this_thread::sleep_for(50ms);
+  const auto a = read_u64(file);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_GT(read_u64(file), a) << "the child (lease holder) keeps the files fresh";
+  ::kill(pid, SIGKILL);
+  wait_child(pid);
+  std::this_thread::sleep_for(300ms);  // dead holder: the parent takes over
+  const auto b = read_u64(file);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_GT(read_u64(file), b) << "the surviving process took the lease over";
+  m->reset();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST_F(MachineTest, RobustMutexSurvivesAKilledHolder) {
+  start("1xA100,cpus=0");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto m = Machine::attach(machine_->state_file());
+    if (!m) ::_exit(1);
+    // Take the shared lock and die holding it.
+    int fd = ::open(machine_->state_file().c_str(), O_RDWR);
+    void* addr = ::mmap(nullptr, sizeof(detail::State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    auto* s = static_cast<detail::State*>(addr);
+    ::pthread_mutex_lock(&s->mutex);
+    char c = 1;
+    (void)::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::kill(pid, SIGKILL);
+  wait_child(pid);
+  // The next locker recovers (EOWNERDEAD → consistent) in the control API and in the driver.
+  ASSERT_TRUE(machine_->set_utilization(0, 1.0));
+  EXPECT_EQ(machine_->status(0)->utilization, 1.0);
+  unsigned mw = 0;
+  EXPECT_EQ(nvml_.nvmlDeviceGetPowerUsage(dev(0), &mw), NVML_SUCCESS);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST(MachinePaths, DriverLibraryPathAndEnv) {
+  auto p = Machine::driver_library_path();
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->filename(), "libnvidia-ml.so.1");
+  EXPECT_TRUE(fs::exists(*p));
+  ::setenv("ERG_SIM_NVML_LIBRARY", "/opt/x/libnvidia-ml.so.1", 1);
+  EXPECT_EQ(Machine::driver_library_path()->string(), "/opt/x/libnvidia-ml.so.1");
+  ::unsetenv("ERG_SIM_NVML_LIBRARY");
+
+  auto m = Machine::create_temp(*parse_spec("1xV100,cpus=2,psys"));
+  ASSERT_TRUE(m);
+  ASSERT_TRUE((*m)->export_env());
+  EXPECT_EQ(std::string(std::getenv("ERG_SIM_STATE")), (*m)->state_file().string());
+  EXPECT_EQ(std::string(std::getenv("ERG_POWERCAP_ROOT")), (*m)->powercap_root().string());
+  EXPECT_EQ(std::string(std::getenv("ERG_SIMULATE")), "1xV100,cpus=2,psys");
+  EXPECT_EQ(fs::path(std::getenv("ERG_NVML_LIBRARY")).filename(), "libnvidia-ml.so.1");
+  auto attached = Machine::attach_from_env();
+  ASSERT_TRUE(attached) << attached.error().message;
+  EXPECT_EQ((*attached)->cpu_count(), 2u);
+  EXPECT_TRUE((*attached)->spec().psys);
+  EXPECT_EQ((*attached)->spec().text, "1xV100,cpus=2,psys");
+  const fs::path dir = (*m)->dir();
+  attached->reset();
+  m->reset();
+  EXPECT_FALSE(fs::exists(dir)) << "the creator removes its directory";
+  EXPECT_FALSE(Machine::attach("/nonexistent/state"));
+}
+
+}  // namespace
+}  // namespace erg::sim

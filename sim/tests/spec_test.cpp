@@ -1,0 +1,110 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "erg/sim/spec.hpp"
+
+namespace erg::sim {
+namespace {
+
+TEST(Spec, CountAndSku) {
+  auto s = parse_spec("4xA100");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->text, "4xA100");
+  ASSERT_EQ(s->gpus.size(), 4u);
+  for (const auto& g : s->gpus) EXPECT_EQ(g.sku, "A100");
+  ASSERT_EQ(s->cpus.size(), 1u);  // default: one package with DRAM
+  EXPECT_TRUE(s->cpus[0].dram);
+  EXPECT_FALSE(s->psys);
+}
+
+TEST(Spec, MixedWithCpusAndPsys) {
+  auto s = parse_spec("2xH100, 1xV100,cpus=2,psys");
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->gpus.size(), 3u);
+  EXPECT_EQ(s->gpus[0].sku, "H100");
+  EXPECT_EQ(s->gpus[2].sku, "V100");
+  EXPECT_EQ(s->cpus.size(), 2u);
+  EXPECT_TRUE(s->psys);
+}
+
+TEST(Spec, SingleAndCaseInsensitiveNames) {
+  for (const char* t : {"A100", "a100", "1xa100"}) {
+    auto s = parse_spec(t);
+    ASSERT_TRUE(s) << t;
+    ASSERT_EQ(s->gpus.size(), 1u);
+    EXPECT_EQ(s->gpus[0].sku, "A100");
+  }
+  for (const char* t : {"rtx6000", "RTX6000", "RTX 6000", "1xRTX 6000"}) {
+    auto s = parse_spec(t);
+    ASSERT_TRUE(s) << t << ": " << s.error().message;
+    EXPECT_EQ(s->gpus[0].sku, "RTX6000");
+  }
+  EXPECT_EQ(lookup_sku("Tesla V100-PCIE-32GB")->key, "V100");
+  EXPECT_EQ(lookup_sku("nvidia a40")->key, "A40");
+  EXPECT_EQ(lookup_sku("B200"), nullptr);
+}
+
+TEST(Spec, CpusZeroAndGpuless) {
+  auto s = parse_spec("A100,cpus=0");
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->cpus.empty());
+  auto c = parse_spec("cpus=2");
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->gpus.empty());
+  EXPECT_EQ(c->cpus.size(), 2u);
+}
+
+TEST(Spec, BadTokensAreNamed) {
+  for (const char* t : {"4xB200", "x", "0xA100", "4yA100", "A100,,V100", "", "cpus=abc", "cpus=9", "17xA100",
+                        "9xA100,8xV100", "A100,"}) {
+    auto s = parse_spec(t);
+    ASSERT_FALSE(s) << t;
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument) << t;
+  }
+  auto s = parse_spec("2xA100,3xB200");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("3xB200"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("RTX6000"), std::string::npos) << "lists known SKUs: " << s.error().message;
+}
+
+TEST(Spec, InlineJson) {
+  auto s = parse_spec(
+      R"({"gpus":[{"sku":"A100"},{"sku":"P100","uuid":"GPU-11111111-2222-3333-4444-555555555555"}],)"
+      R"("cpus":[{"dram":true,"max_energy_range_uj":1000000},{"dram":false}],"psys":true})");
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->gpus.size(), 2u);
+  EXPECT_EQ(s->gpus[1].sku, "P100");
+  EXPECT_EQ(*s->gpus[1].uuid, "GPU-11111111-2222-3333-4444-555555555555");
+  ASSERT_EQ(s->cpus.size(), 2u);
+  EXPECT_EQ(s->cpus[0].max_energy_range_uj, 1000000u);
+  EXPECT_FALSE(s->cpus[1].dram);
+  EXPECT_TRUE(s->psys);
+}
+
+TEST(Spec, JsonFileAndErrors) {
+  const std::string path = ::testing::TempDir() + "/erg_sim_spec_test.json";
+  {
+    std::ofstream f(path);
+    f << R"({"gpus":[{"sku":"h100"}]})";
+  }
+  auto s = parse_spec(path);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->text, path);
+  ASSERT_EQ(s->gpus.size(), 1u);
+  EXPECT_EQ(s->gpus[0].sku, "H100");
+  EXPECT_EQ(s->cpus.size(), 1u);
+  std::remove(path.c_str());
+
+  EXPECT_EQ(parse_spec("/nonexistent/x.json").error().code, ErrorCode::kNotFound);
+  for (const char* t : {R"({"gpus":[{"sku":"Z9"}]})", R"({"gpus":[{"sku":"A100","color":1}]})", R"({"bogus":1})",
+                        R"({"gpus":[)", R"({"cpus":[{"dram":"yes"}]})",
+                        R"({"gpus":[{"sku":"A100","uuid":"GPU-1"},{"sku":"A100","uuid":"GPU-1"}]})"}) {
+    auto r = parse_spec(t);
+    ASSERT_FALSE(r) << t;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << t;
+  }
+}
+
+}  // namespace
+}  // namespace erg::sim
