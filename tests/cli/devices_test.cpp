@@ -94,7 +94,9 @@ TEST(ErgDevices, MigAndEmptyVisibleDevicesAreOneLineErrors) {
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_TRUE(one_line(r.err)) << r.err;
     EXPECT_NE(r.err.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << r.err;
-    if (!value.empty()) EXPECT_NE(r.err.find("MIG"), std::string::npos) << r.err;
+    if (!value.empty()) {
+      EXPECT_NE(r.err.find("MIG"), std::string::npos) << r.err;
+    }
   }
 }
 
