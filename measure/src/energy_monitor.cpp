@@ -90,18 +90,27 @@ struct EnergyMonitor::Impl {
   void read_counters(WindowState& s) {
     s.gpu_mj.resize(gpus.size());
     s.gpu_anomalies.resize(gpus.size());
+    const auto wall = clock->wall_now();
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       auto& g = gpus[i];
+      double extra_mj = 0.0;
       if (g.has_counter) {
-        auto e = g.gpu->total_energy();
-        if (e) {
-          g.tracker.update(e->value());
+        auto r = g.gpu->energy_reading();
+        if (r) {
+          // The tracker sees raw counter values only; the age correction applies to this
+          // edge alone, so it can never be mistaken for a counter anomaly.
+          g.tracker.update(r->energy.value());
           g.error.reset();
+          if (options.extrapolate_counters && r->updated_at && r->power) {
+            const auto cap = g.period.value_or(std::chrono::milliseconds(100));
+            auto age = std::clamp<std::chrono::nanoseconds>(wall - *r->updated_at, std::chrono::nanoseconds(0), cap);
+            extra_mj = r->power->value() * std::chrono::duration<double>(age).count();
+          }
         } else {
-          g.error = e.error();
+          g.error = r.error();
         }
       }
-      s.gpu_mj[i] = g.tracker.accumulated();
+      s.gpu_mj[i] = g.tracker.accumulated() + extra_mj;
       s.gpu_anomalies[i] = g.tracker.anomalies();
     }
     s.cpu_uj.resize(cpus.size());
@@ -323,7 +332,7 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
       GpuEnergy ge;
       ge.index = g.index;
       if (g.has_counter) {
-        ge.energy = MilliJoules(end.gpu_mj[i] - start.gpu_mj[i]);
+        ge.energy = MilliJoules(std::max(0.0, end.gpu_mj[i] - start.gpu_mj[i]));
         ge.source = EnergySource::kCounter;
         ge.affected = end.gpu_anomalies[i] != start.gpu_anomalies[i];
         if (g.period)

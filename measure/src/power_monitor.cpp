@@ -65,16 +65,22 @@ struct PowerMonitor::Impl {
     for (auto& slot : gpus) {
       if (slot.failed) continue;
       for (auto& [domain, series] : slot.series) {
-        auto p = slot.gpu->power(domain);
-        auto t = clock->now();
+        auto p = slot.gpu->power_reading(domain);
         if (!p) {
           // A failing device is reported and skipped from now on; the others continue.
           slot.failed = true;
           record_error("gpu" + std::to_string(slot.index), p.error());
           break;
         }
+        // Stamp the sample with the time the sensor produced it when the driver says so
+        // (NVML field timestamps), not the time we happened to read it.
+        auto t = clock->now();
+        if (p->updated_at) {
+          auto age = clock->wall_now() - *p->updated_at;
+          if (age > std::chrono::nanoseconds(0) && age < std::chrono::seconds(2)) t -= age;
+        }
         std::lock_guard lock(series->mu);
-        series->timeline.add_power(t, Watts(*p).value());
+        series->timeline.add_power(t, Watts(p->power).value());
       }
     }
     for (auto& slot : cpus) {
@@ -352,26 +358,47 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
   }
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
-  std::optional<double> last;
-  std::optional<clock::time_point> last_change;
-  std::optional<clock::duration> shortest;
-  int changes = 0;
-  // Poll with a short sleep (not a busy loop) until a few changes were seen or time is up.
-  while (clock::now() - start < budget && changes < 6) {
-    auto p = gpu.power(domain);
+  // Two detectors run side by side. A driver that stamps its readings with the sensor's update
+  // time (NVML field timestamps) shows each update even when the value repeats; a change of
+  // value marks an update otherwise (Zeus's method). A driver whose stamps move on almost every
+  // poll is stamping the query, not the update, so its stamps are ignored.
+  std::optional<std::chrono::nanoseconds> last_stamp;
+  std::optional<std::chrono::nanoseconds> stamp_shortest;
+  int stamp_changes = 0;
+  std::optional<double> last_value;
+  std::optional<clock::time_point> last_value_change;
+  std::optional<std::chrono::nanoseconds> value_shortest;
+  int value_changes = 0;
+  int polls = 0;
+  // Poll with a short sleep (not a busy loop) until a few updates were seen or time is up.
+  while (clock::now() - start < budget && stamp_changes < 6 && value_changes < 6) {
+    auto p = gpu.power_reading(domain);
     auto now = clock::now();
     if (!p) return std::nullopt;
-    if (last && p->value() != *last) {
-      if (last_change) {
-        auto interval = now - *last_change;
-        if (!shortest || interval < *shortest) shortest = interval;
+    ++polls;
+    if (p->updated_at) {
+      if (last_stamp && *p->updated_at != *last_stamp) {
+        auto interval = *p->updated_at - *last_stamp;
+        if (interval > std::chrono::nanoseconds(0) && (!stamp_shortest || interval < *stamp_shortest))
+          stamp_shortest = interval;
+        ++stamp_changes;
       }
-      last_change = now;
-      ++changes;
+      last_stamp = p->updated_at;
     }
-    last = p->value();
+    double v = p->power.value();
+    if (last_value && v != *last_value) {
+      if (last_value_change) {
+        auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(now - *last_value_change);
+        if (!value_shortest || interval < *value_shortest) value_shortest = interval;
+      }
+      last_value_change = now;
+      ++value_changes;
+    }
+    last_value = v;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  const bool stamps_track_updates = stamp_shortest && stamp_changes * 2 < polls;
+  std::optional<std::chrono::nanoseconds> shortest = stamps_track_updates ? stamp_shortest : value_shortest;
   if (!shortest) return std::nullopt;
   return std::chrono::duration_cast<std::chrono::microseconds>(*shortest);
 }

@@ -448,6 +448,12 @@ std::chrono::nanoseconds Machine::now() const {
   return std::chrono::nanoseconds(detail::sim_now(*s));
 }
 
+std::chrono::nanoseconds Machine::wall_now() const {
+  State* s = impl_->s;
+  Lock lock(s);
+  return std::chrono::nanoseconds(detail::sim_now(*s) + s->wall_offset_ns);
+}
+
 Result<void> Machine::set_utilization(unsigned gpu, double utilization) {
   if (auto r = impl_->check_gpu(gpu); !r) return r;
   if (!(utilization >= 0.0 && utilization <= 1.0))

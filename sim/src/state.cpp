@@ -114,6 +114,17 @@ std::uint64_t reported_energy_mj(const GpuState& g) {
   return mj > 0.0 ? static_cast<std::uint64_t>(mj) : 0;
 }
 
+std::int64_t energy_tick_ns(const GpuState& g) {
+  const std::int64_t ep = static_cast<std::int64_t>(sku_of(g).energy_period_ms) * 1'000'000;
+  return floor_div(g.last_ns, ep) * ep;
+}
+
+std::int64_t power_tick_ns(const GpuState& g) {
+  const std::int64_t pp = static_cast<std::int64_t>(sku_of(g).power_period_ms) * 1'000'000;
+  // Before the first tick after creation, the reading is the one from the tick before it.
+  return g.last_tick >= g.first_tick ? g.last_tick * pp : (g.first_tick - 1) * pp;
+}
+
 double reading_instant_w(const GpuState& g) { return g.tick_power_w; }
 
 double reading_average_w(const GpuState& g) {

@@ -132,6 +132,11 @@ void recompute_gpu(GpuState& g);
 void init_gpu(GpuState& g, int sku_index, std::int64_t now);
 /// Reported energy counter in mJ (after advance_gpu).
 std::uint64_t reported_energy_mj(const GpuState& g);
+/// Sim time (ns) of the latest energy-counter update, i.e. when the reported counter was
+/// produced (after advance_gpu); the driver reports it as the field value's timestamp.
+std::int64_t energy_tick_ns(const GpuState& g);
+/// Sim time (ns) of the latest instant-power update (after advance_gpu).
+std::int64_t power_tick_ns(const GpuState& g);
 /// Instant power reading in W (after advance_gpu).
 double reading_instant_w(const GpuState& g);
 /// 1 s average power reading in W (after advance_gpu).

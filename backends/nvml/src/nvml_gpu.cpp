@@ -193,7 +193,39 @@ Result<MilliJoules> NvmlGpu::total_energy() {
   return MilliJoules(static_cast<double>(energy_mj));
 }
 
-Result<MilliWatts> NvmlGpu::read_power_field(unsigned field_id, unsigned scope, std::string_view what) {
+Result<EnergyReading> NvmlGpu::energy_reading() {
+  if (!capabilities_.energy_counter || nvml_.nvmlDeviceGetFieldValues == nullptr) {
+    auto e = total_energy();
+    if (!e) return fail(e.error());
+    return EnergyReading{*e, std::nullopt, std::nullopt};
+  }
+  // One driver call for the counter, the time the driver last updated it (the field's
+  // timestamp), and instant power, so a window edge can account for the counter's age.
+  nvmlFieldValue_t values[2]{};
+  values[0].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+  values[0].scopeId = NVML_POWER_SCOPE_GPU;
+  const auto& instant_scope = power_scope_[domain_slot(PowerDomain::kDeviceInstant)];
+  const int count = instant_scope ? 2 : 1;
+  if (instant_scope) {
+    values[1].fieldId = NVML_FI_DEV_POWER_INSTANT;
+    values[1].scopeId = *instant_scope;
+  }
+  const nvmlReturn_t rc = nvml_.nvmlDeviceGetFieldValues(device_, count, values);
+  const auto energy = rc == NVML_SUCCESS && values[0].nvmlReturn == NVML_SUCCESS ? field_number(values[0]) : std::nullopt;
+  if (!energy) {  // the field is not there on this driver: the plain counter call
+    auto e = total_energy();
+    if (!e) return fail(e.error());
+    return EnergyReading{*e, std::nullopt, std::nullopt};
+  }
+  EnergyReading reading{MilliJoules(*energy), std::nullopt, std::nullopt};
+  if (values[0].timestamp > 0) reading.updated_at = std::chrono::microseconds(values[0].timestamp);
+  if (count == 2 && values[1].nvmlReturn == NVML_SUCCESS) {
+    if (auto mw = field_number(values[1])) reading.power = MilliWatts(*mw);
+  }
+  return reading;
+}
+
+Result<PowerReading> NvmlGpu::read_power_field(unsigned field_id, unsigned scope, std::string_view what) {
   nvmlFieldValue_t value{};
   value.fieldId = field_id;
   value.scopeId = scope;
@@ -206,10 +238,18 @@ Result<MilliWatts> NvmlGpu::read_power_field(unsigned field_id, unsigned scope, 
     return fail(ErrorCode::kDriverError, label() + ": " + std::string(what) + " returned a value of unknown type " +
                                              std::to_string(static_cast<int>(value.valueType)));
   }
-  return MilliWatts(*mw);
+  PowerReading reading{MilliWatts(*mw), std::nullopt};
+  if (value.timestamp > 0) reading.updated_at = std::chrono::microseconds(value.timestamp);
+  return reading;
 }
 
 Result<MilliWatts> NvmlGpu::power(PowerDomain domain) {
+  auto r = power_reading(domain);
+  if (!r) return fail(r.error());
+  return r->power;
+}
+
+Result<PowerReading> NvmlGpu::power_reading(PowerDomain domain) {
   const auto& field = power_field(domain);
   const auto& scope = power_scope_[domain_slot(domain)];
   if (!scope) {

@@ -27,7 +27,9 @@ class NvmlGpu final : public Gpu {
   [[nodiscard]] const GpuCapabilities& capabilities() const override { return capabilities_; }
 
   Result<MilliJoules> total_energy() override;
+  Result<EnergyReading> energy_reading() override;
   Result<MilliWatts> power(PowerDomain domain) override;
+  Result<PowerReading> power_reading(PowerDomain domain) override;
 
   Result<MilliWatts> power_limit() override;
   Result<PowerLimitConstraints> power_limit_constraints() override;
@@ -52,7 +54,7 @@ class NvmlGpu final : public Gpu {
 
   void probe();
   /// Reads one nvmlDeviceGetFieldValues field as mW; checks the call's and the field's status.
-  Result<MilliWatts> read_power_field(unsigned field_id, unsigned scope, std::string_view what);
+  Result<PowerReading> read_power_field(unsigned field_id, unsigned scope, std::string_view what);
   /// The mapped error for a failed call on this GPU.
   [[nodiscard]] Error error(nvmlReturn_t code, std::string_view what) const;
   /// kNotSupported: the library does not export `symbol`.

@@ -168,10 +168,13 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
       v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
       v.value.ullVal = detail::reported_energy_mj(g);
       v.nvmlReturn = NVML_SUCCESS;
+      // A field value's timestamp is when the driver sampled it: the last counter update.
+      v.timestamp = (detail::energy_tick_ns(g) + s.wall_offset_ns) / 1000;
       return;
     case NVML_FI_DEV_POWER_INSTANT:
       if (scope != NVML_POWER_SCOPE_GPU) return;  // no MODULE (Grace) or MEMORY scope here
       set_uint(v, to_mw(detail::reading_instant_w(g)));
+      v.timestamp = (detail::power_tick_ns(g) + s.wall_offset_ns) / 1000;
       return;
     case NVML_FI_DEV_POWER_AVERAGE:
       // Ampere except GA100, and newer; MEMORY scope only on H100 (Zeus: works on H100, not A40).
@@ -181,6 +184,7 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
       } else if (scope == NVML_POWER_SCOPE_MEMORY && sku.has_memory_power) {
         set_uint(v, to_mw(detail::reading_average_w(g) * sku.memory_power_share));
       }
+      v.timestamp = (detail::power_tick_ns(g) + s.wall_offset_ns) / 1000;  // averages update on power ticks
       return;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:

@@ -52,6 +52,25 @@ struct PowerLimitConstraints {
   MilliWatts max;
 };
 
+/// An energy counter reading with what is known about its age.
+struct EnergyReading {
+  MilliJoules energy;  ///< Cumulative counter value.
+  /// Wall-clock time (since the Unix epoch) at which the driver last updated the counter;
+  /// nullopt if unknown. The counter updates only every ~100 ms on NVIDIA GPUs, so a reading
+  /// can be up to one period old.
+  std::optional<std::chrono::nanoseconds> updated_at;
+  /// Instant power read together with the counter; nullopt if not read.
+  std::optional<MilliWatts> power;
+};
+
+/// A power reading with the time the sensor produced it.
+struct PowerReading {
+  MilliWatts power;
+  /// Wall-clock time (since the Unix epoch) at which the driver last updated the value;
+  /// nullopt if unknown.
+  std::optional<std::chrono::nanoseconds> updated_at;
+};
+
 /// One GPU. erg index = position in the visible list (CUDA_VISIBLE_DEVICES order).
 class Gpu {
  public:
@@ -68,8 +87,21 @@ class Gpu {
 
   /// Cumulative energy since the driver was loaded. NotSupported before Volta.
   virtual Result<MilliJoules> total_energy() = 0;
+  /// The energy counter with its update time and the instant power, in one driver call where
+  /// the backend can (NVML field values). Default: total_energy() with nothing else known.
+  virtual Result<EnergyReading> energy_reading() {
+    auto e = total_energy();
+    if (!e) return fail(e.error());
+    return EnergyReading{*e, std::nullopt, std::nullopt};
+  }
   /// Power in the given domain. NotSupported if the domain is not readable.
   virtual Result<MilliWatts> power(PowerDomain domain) = 0;
+  /// power() with the sensor's update time where the backend knows it (NVML field values).
+  virtual Result<PowerReading> power_reading(PowerDomain domain) {
+    auto p = power(domain);
+    if (!p) return fail(p.error());
+    return PowerReading{*p, std::nullopt};
+  }
 
   virtual Result<MilliWatts> power_limit() = 0;
   virtual Result<PowerLimitConstraints> power_limit_constraints() = 0;

@@ -36,6 +36,12 @@ struct EnergyMonitorOptions {
   std::optional<std::vector<unsigned>> cpu_indices;
   /// For a GPU whose counter did not move during a window, report instant power × time.
   bool approx_instant_energy = false;
+  /// Account for the age of a GPU energy counter at each window edge: a counter that updates
+  /// every ~100 ms is up to one period stale when read, so an edge adds the instant power ×
+  /// the time since the driver last updated it (both come from the same driver call; the age
+  /// is capped at one update period). Exact while power is steady since the last update.
+  /// Off: plain counter differences, as Zeus computes them.
+  bool extrapolate_counters = true;
   /// Append one row per ended window (not cancelled ones), flushed per row.
   std::optional<std::filesystem::path> log_file;
   LogFormat log_format = LogFormat::kCsv;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "erg/core/clock.hpp"
 #include "erg/core/result.hpp"
 #include "erg/core/units.hpp"
 #include "erg/sim/spec.hpp"
@@ -112,6 +113,8 @@ class Machine {
   Result<void> advance(std::chrono::nanoseconds d);
   /// Simulation time now (virtual or CLOCK_MONOTONIC).
   [[nodiscard]] std::chrono::nanoseconds now() const;
+  /// Wall-clock time of the simulation (the time base of the driver's field timestamps).
+  [[nodiscard]] std::chrono::nanoseconds wall_now() const;
 
   // --- load -----------------------------------------------------------------------------
   Result<void> set_utilization(unsigned gpu, double utilization);
@@ -147,6 +150,18 @@ class Machine {
   struct Impl;
   explicit Machine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+/// The simulation's time as an erg::Clock, so measurement code on a virtual clock sees exactly
+/// the time the simulated devices see. The machine must outlive the clock.
+class MachineClock final : public Clock {
+ public:
+  explicit MachineClock(const Machine& machine) : machine_(machine) {}
+  [[nodiscard]] std::chrono::nanoseconds now() const override { return machine_.now(); }
+  [[nodiscard]] std::chrono::nanoseconds wall_now() const override { return machine_.wall_now(); }
+
+ private:
+  const Machine& machine_;
 };
 
 }  // namespace erg::sim
