@@ -80,6 +80,8 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
+    if (app.get_subcommands().empty() && !app.remaining().empty())
+      what = "unknown command '" + app.remaining().front() + "'";
     if (what.find('\n') != std::string::npos) what = what.substr(0, what.find('\n'));
     std::cerr << "erg: error: " << what << " (see erg --help)\n";
     return kExitUsage;

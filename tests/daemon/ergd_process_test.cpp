@@ -1,0 +1,314 @@
+// ergd as a separate process over the simulated machine (4xA100): routes, privilege (a client
+// running as user nobody through ergd vs. without it), uid allow lists, demand-driven SSE
+// polling seen in the simulator's call counts, SIGTERM, and a real Prometheus scraping /metrics.
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "erg/client/connection.hpp"
+#include "erg/sim/machine.hpp"
+#include "erg/sim/powercap_tree.hpp"
+#include "erg/sim/spec.hpp"
+#include "process.hpp"
+
+namespace erg {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+/// A child process started with fork/exec; SIGKILLed in the destructor if still running.
+struct Child {
+  pid_t pid = -1;
+  std::string log;
+  Child(std::vector<std::string> args, std::string log_path, const std::string& run_as = "") : log(std::move(log_path)) {
+    if (!run_as.empty()) args.insert(args.begin(), {"runuser", "-u", run_as, "--"});
+    pid = ::fork();
+    if (pid == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  int wait_exit(std::chrono::milliseconds timeout = 10s) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  std::string output() const {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+class ErgdProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (ergd's privileged groups, runuser)";
+    auto spec = sim::parse_spec("4xA100");
+    ASSERT_TRUE(spec) << spec.error().message;
+    auto m = sim::Machine::create_temp(*spec);
+    ASSERT_TRUE(m) << m.error().message;
+    machine_ = std::move(*m);
+    ASSERT_TRUE(machine_->export_env());
+    // RAPL as the kernel ships it since CVE-2020-8694: energy_uj readable by root only.
+    sim::PowercapTree tree(machine_->powercap_root());
+    ASSERT_TRUE(tree.set_energy_mode(0, 0400));
+    ASSERT_TRUE(tree.set_energy_mode(0, 0400, 0));
+    ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    ::unsetenv("ERG_DAEMON_SOCK");
+    ::chmod(dir_.path().c_str(), 0755);
+    socket_ = dir_.path() + "/ergd.sock";
+  }
+
+  std::unique_ptr<Child> start_ergd(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {ERGD_PATH, "--socket-path", socket_, "--socket-mode", "0666"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto c = std::make_unique<Child>(args, dir_.path() + "/ergd.log");
+    client::Connection conn(client::Endpoint{socket_});
+    for (int i = 0; i < 500; ++i) {
+      auto r = conn.request("GET", "/time");
+      if (r && r->status == 200) return c;
+      std::this_thread::sleep_for(10ms);
+    }
+    ADD_FAILURE() << "ergd did not come up: " << c->output();
+    return c;
+  }
+
+  json probe(const std::string& limit_mw, bool through_ergd, const std::string& user = "nobody") {
+    std::string env = through_ergd ? "ERG_DAEMON_SOCK=" + socket_ : "ERG_DAEMON_SOCK=";
+    auto r = testing::run_shell("runuser -u " + user + " -- env " + env + " " + ERGD_PROBE_PATH + " " + limit_mw);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    return j;
+  }
+
+  double limit_w(unsigned gpu) { return Watts(machine_->status(gpu)->power_limit).value(); }
+
+  std::unique_ptr<sim::Machine> machine_;
+  testing::TempDir dir_;
+  std::string socket_;
+};
+
+TEST_F(ErgdProcess, RoutesOverTheSocketChangeTheSimulatedGpu) {
+  auto ergd = start_ergd();
+  client::Connection c(client::Endpoint{socket_});
+  auto d = c.request("GET", "/discover");
+  ASSERT_TRUE(d);
+  auto dj = json::parse(d->body);
+  ASSERT_EQ(dj["gpus"].size(), 4u);
+  EXPECT_EQ(dj["gpus"][0]["cumulative_energy_available"], true);
+  ASSERT_EQ(dj["cpus"].size(), 1u);
+  auto cons = json::parse(c.request("GET", "/gpu/get_power_limit_constraints?gpu_ids=0")->body);
+  unsigned max_mw = cons["0"]["max_power_limit_mw"];
+  unsigned min_mw = cons["0"]["min_power_limit_mw"];
+  double before = limit_w(2);
+  auto bad = c.request("POST", "/gpu/set_power_limit?gpu_ids=2&power_limit_mw=" + std::to_string(max_mw + 1) + "&block=true");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("Invalid request"), std::string::npos) << bad->body;
+  EXPECT_EQ(limit_w(2), before);
+  unsigned target = (min_mw + max_mw) / 2 / 1000 * 1000;
+  auto good = c.request("POST", "/gpu/set_power_limit?gpu_ids=2,3&power_limit_mw=" + std::to_string(target) + "&block=true");
+  EXPECT_EQ(good->status, 200) << good->body;
+  EXPECT_DOUBLE_EQ(limit_w(2), target / 1000.0);
+  EXPECT_DOUBLE_EQ(limit_w(3), target / 1000.0);
+  auto async = c.request("POST", "/gpu/set_power_limit?gpu_ids=1&power_limit_mw=" + std::to_string(min_mw) + "&block=false");
+  EXPECT_EQ(async->status, 200);
+  for (int i = 0; i < 200 && limit_w(1) != min_mw / 1000.0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_DOUBLE_EQ(limit_w(1), min_mw / 1000.0);
+  auto e1 = json::parse(c.request("GET", "/gpu/get_cumulative_energy?gpu_ids=0")->body)["0"]["energy_mj"].get<std::uint64_t>();
+  ASSERT_TRUE(machine_->set_utilization(0, 1.0));
+  std::this_thread::sleep_for(200ms);
+  auto e2 = json::parse(c.request("GET", "/gpu/get_cumulative_energy?gpu_ids=0")->body)["0"]["energy_mj"].get<std::uint64_t>();
+  EXPECT_GT(e2, e1);
+  auto cpu = c.request("GET", "/cpu/get_cumulative_energy?cpu=true&dram=true");
+  EXPECT_EQ(cpu->status, 200) << cpu->body;
+  EXPECT_EQ(c.request("GET", "/gpu/get_power?gpu_ids=0&x=1")->status, 400);
+  EXPECT_EQ(c.request("GET", "/gpu/get_power?gpu_ids=9")->status, 400);
+
+  // SIGTERM: clean exit, socket removed.
+  ::kill(ergd->pid, SIGTERM);
+  EXPECT_EQ(ergd->wait_exit(), 0) << ergd->output();
+  EXPECT_FALSE(std::filesystem::exists(socket_));
+}
+
+TEST_F(ErgdProcess, NobodyReadsRaplAndSetsLimitOnlyThroughErgd) {
+  auto ergd = start_ergd();
+  // Without ergd: RAPL unreadable and the setter refused, each with a clear NoPermission.
+  json alone = probe("150000", false);
+  ASSERT_EQ(alone["cpus"], 0) << alone.dump();
+  bool rapl_denied = false;
+  for (auto& u : alone["unavailable"]) rapl_denied = rapl_denied || (u["source"] == "rapl" && u["code"] == "no_permission");
+  EXPECT_TRUE(rapl_denied) << alone.dump();
+  ASSERT_TRUE(alone.contains("set_limit_error")) << alone.dump();
+  EXPECT_EQ(alone["set_limit_error"]["code"], "no_permission") << alone.dump();
+  EXPECT_NE(limit_w(0), 150.0);
+  // Through ergd: both work.
+  json via = probe("150000", true);
+  EXPECT_EQ(via["cpus"], 1) << via.dump();
+  EXPECT_TRUE(via.contains("cpu_energy_uj")) << via.dump();
+  EXPECT_EQ(via["set_limit"], "ok") << via.dump();
+  EXPECT_DOUBLE_EQ(limit_w(0), 150.0);
+  EXPECT_DOUBLE_EQ(via["limit_mw"].get<double>(), 150000.0);
+}
+
+TEST_F(ErgdProcess, UidNotAllowedForGpuControlGets403) {
+  auto ergd = start_ergd({"--allow-uid", "gpu-control=4242"});
+  json via = probe("160000", true);
+  ASSERT_TRUE(via.contains("set_limit_error")) << via.dump();
+  EXPECT_EQ(via["set_limit_error"]["code"], "no_permission");
+  EXPECT_NE(via["set_limit_error"]["message"].get<std::string>().find("403"), std::string::npos) << via.dump();
+  EXPECT_TRUE(via.contains("cpu_energy_uj")) << via.dump();  // cpu-read has no list
+  EXPECT_NE(limit_w(0), 160.0);
+}
+
+TEST_F(ErgdProcess, PrivilegedGroupRefusedAtStartWithoutPrivilege) {
+  Child c({ERGD_PATH, "--socket-path", dir_.path() + "/n.sock", "--enable", "gpu-control"}, dir_.path() + "/n.log",
+          "nobody");
+  EXPECT_EQ(c.wait_exit(), 1);
+  EXPECT_NE(c.output().find("gpu-control needs root or CAP_SYS_ADMIN"), std::string::npos) << c.output();
+  Child r({ERGD_PATH, "--socket-path", dir_.path() + "/r.sock", "--enable", "cpu-read"}, dir_.path() + "/r.log", "nobody");
+  EXPECT_EQ(r.wait_exit(), 1);
+  EXPECT_NE(r.output().find("cpu-read needs read access to RAPL"), std::string::npos) << r.output();
+}
+
+TEST_F(ErgdProcess, SsePollsOnlyWhileSubscribed) {
+  auto ergd = start_ergd({"--gpu-power-poll-hz", "50"});
+  // Instant power is read with nvmlDeviceGetFieldValues (or GetPowerUsage on old drivers).
+  auto count = [&](unsigned gpu) {
+    return *machine_->call_count(gpu, sim::SimCall::kGetPowerUsage) +
+           *machine_->call_count(gpu, sim::SimCall::kGetFieldValues);
+  };
+  std::uint64_t a0 = count(0), a1 = count(1);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(count(0), a0) << "GPU 0 polled with no subscriber";
+  EXPECT_EQ(count(1), a1);
+  ASSERT_TRUE(machine_->set_utilization(1, 0.3));
+  client::Connection c(client::Endpoint{socket_});
+  std::vector<json> events;
+  std::thread load([&] {
+    for (int i = 0; i < 30; ++i) {
+      (void)machine_->set_utilization(1, 0.3 + 0.02 * i);
+      std::this_thread::sleep_for(30ms);
+    }
+  });
+  auto st = c.stream("/gpu/stream_power?gpu_ids=1", [&](std::string_view d) {
+    events.push_back(json::parse(d));
+    return events.size() < 3;
+  });
+  load.join();
+  ASSERT_TRUE(st);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["gpu_id"], 1);
+  EXPECT_GT(count(1), a1 + 2);
+  EXPECT_EQ(count(0), a0) << "only subscribed GPUs are polled";
+  std::this_thread::sleep_for(200ms);  // the stream's end is noticed within ~100 ms
+  std::uint64_t after = count(1);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(count(1), after) << "polling continued after the subscriber left";
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+TEST_F(ErgdProcess, PrometheusScrapesEnergyCounters) {
+  std::string prom = "/usr/bin/prometheus";
+  if (!std::filesystem::exists(prom)) GTEST_SKIP() << "prometheus is not installed (apt-get install prometheus)";
+  int ergd_port = free_port();
+  auto ergd = start_ergd({"--tcp", "127.0.0.1:" + std::to_string(ergd_port)});
+  ASSERT_TRUE(machine_->set_utilization(0, 0.8));
+  int prom_port = free_port();
+  std::string cfg = dir_.path() + "/prometheus.yml";
+  std::ofstream(cfg) << "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n"
+                     << "  - job_name: ergd\n    static_configs:\n      - targets: ['127.0.0.1:" << ergd_port << "']\n";
+  Child p({prom, "--config.file=" + cfg, "--storage.tsdb.path=" + dir_.path() + "/tsdb",
+           "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+          dir_.path() + "/prometheus.log");
+  client::Connection api(client::Endpoint{"", "127.0.0.1", static_cast<std::uint16_t>(prom_port), ""});
+  auto query = [&](const std::string& expr) -> std::optional<double> {
+    auto r = api.request("GET", "/api/v1/query?query=" + expr);
+    if (!r || r->status != 200) return std::nullopt;
+    auto j = json::parse(r->body, nullptr, false);
+    if (j.is_discarded() || j["data"]["result"].empty()) return std::nullopt;
+    return std::stod(j["data"]["result"][0]["value"][1].get<std::string>());
+  };
+  bool up = false;
+  for (int i = 0; i < 300 && !up; ++i) {  // Prometheus takes 5-8 s to scrape a first time
+    auto r = api.request("GET", "/api/v1/targets");
+    if (r && r->status == 200) {
+      auto j = json::parse(r->body, nullptr, false);
+      if (!j.is_discarded())
+        for (auto& t : j["data"]["activeTargets"]) up = up || t["health"] == "up";
+    }
+    if (!up) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(up) << p.output();
+  const std::string gpu = "erg_gpu_energy_joules_total%7Bindex%3D%220%22%7D";
+  std::optional<double> first;
+  for (int i = 0; i < 50 && !first; ++i) {
+    first = query(gpu);
+    if (!first) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(first);
+  auto cpu_first = query("erg_cpu_energy_joules_total");
+  ASSERT_TRUE(cpu_first);
+  std::optional<double> later;
+  for (int i = 0; i < 60; ++i) {
+    std::this_thread::sleep_for(100ms);
+    later = query(gpu);
+    if (later && *later > *first) break;
+  }
+  ASSERT_TRUE(later);
+  EXPECT_GT(*later, *first);
+  auto cpu_later = query("erg_cpu_energy_joules_total");
+  ASSERT_TRUE(cpu_later);
+  EXPECT_GT(*cpu_later, *cpu_first);
+  EXPECT_TRUE(query("erg_gpu_power_limit_watts"));
+  EXPECT_TRUE(query("erg_dram_energy_joules_total"));
+}
+
+}  // namespace
+}  // namespace erg
