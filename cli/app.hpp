@@ -1,12 +1,11 @@
 #pragma once
 /// The `erg` command: global options and the subcommands, one file each. `main` only calls run().
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
@@ -26,7 +25,7 @@ inline constexpr int kExitUsage = 2;    ///< Bad command line or configuration.
 struct Context {
   std::string simulate;  ///< --simulate SPEC (or ERG_SIMULATE).
   int verbosity = 0;
-  int exit_code = 0;  ///< Set by the subcommand that ran.
+  int exit_code = 0;                      ///< Set by the subcommand that ran.
   std::unique_ptr<sim::Machine> machine;  ///< The simulated machine, when simulating.
 
   Context();

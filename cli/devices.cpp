@@ -2,9 +2,8 @@
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "app.hpp"
 
@@ -26,9 +25,9 @@ json gpu_json(Gpu& gpu) {
   auto limit = gpu.power_limit();
   j["power_limit_mw"] = limit ? json(static_cast<long long>(limit->value())) : json(nullptr);
   auto range = gpu.power_limit_constraints();
-  j["power_limit_range_mw"] = range ? json::array({static_cast<long long>(range->min.value()),
-                                                    static_cast<long long>(range->max.value())})
-                                    : json(nullptr);
+  j["power_limit_range_mw"] =
+      range ? json::array({static_cast<long long>(range->min.value()), static_cast<long long>(range->max.value())})
+            : json(nullptr);
   json domains = json::array();
   for (auto d : caps.power_domains) domains.push_back(std::string(to_string(d)));
   j["power_domains"] = domains;
@@ -69,8 +68,9 @@ std::string watts(const json& mw) {
 }
 
 void print_table(const json& j) {
-  std::printf("%s\n", j["simulated"].get<bool>() ? "Devices (SIMULATED machine: figures come from erg's device model, not hardware)"
-                                                  : "Devices");
+  std::printf("%s\n", j["simulated"].get<bool>()
+                          ? "Devices (SIMULATED machine: figures come from erg's device model, not hardware)"
+                          : "Devices");
   if (!j["gpus"].empty()) {
     std::printf("\n%-4s %-5s %-26s %-10s %-8s %-8s %-10s %s\n", "GPU", "PHYS", "NAME", "ARCH", "ENERGY", "LIMIT W",
                 "RANGE W", "POWER DOMAINS");
@@ -82,8 +82,8 @@ void print_table(const json& j) {
                               : watts(g["power_limit_range_mw"][0]) + "-" + watts(g["power_limit_range_mw"][1]);
       std::printf("%-4d %-5d %-26s %-10s %-8s %-8s %-10s %s\n", g["index"].get<int>(), g["physical_index"].get<int>(),
                   g["name"].get<std::string>().c_str(), g["architecture"].get<std::string>().c_str(),
-                  g["energy_counter"].get<bool>() ? "counter" : "no", watts(g["power_limit_mw"]).c_str(),
-                  range.c_str(), domains.empty() ? "-" : domains.c_str());
+                  g["energy_counter"].get<bool>() ? "counter" : "no", watts(g["power_limit_mw"]).c_str(), range.c_str(),
+                  domains.empty() ? "-" : domains.c_str());
     }
   }
   if (!j["cpus"].empty()) {

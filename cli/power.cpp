@@ -7,9 +7,8 @@
 
 #include <cstdio>
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "app.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -54,7 +53,8 @@ void add_power_command(CLI::App& app, Context& ctx) {
     if (!opts->gpus.empty()) po.gpu_indices = opts->gpus;
     // Sample at the display interval, but at least every 100 ms so the integrated energy
     // follows the counters' update period.
-    auto interval = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(opts->interval));
+    auto interval =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(opts->interval));
     po.period = std::min(interval, std::chrono::microseconds(100'000));
     po.domains = {*domain};
     if (inventory->gpus.empty() && inventory->cpus.empty())
@@ -94,7 +94,8 @@ void add_power_command(CLI::App& app, Context& ctx) {
     long samples = 0;
     std::size_t drawn_lines = 0;
     bool header_done = false;
-    const auto step = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(opts->interval));
+    const auto step =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(opts->interval));
     auto next = t0 + step;
     while (true) {
       auto now = SteadyClock::instance().now();

@@ -65,8 +65,8 @@ std::string timeline_csv(const measure::PowerMonitor& pm, std::chrono::nanosecon
     }
   }
   for (unsigned c = 0; c < 64; ++c) {
-    for (auto [domain, label] : {std::pair{measure::CpuDomain::kPackage, "package"},
-                                 std::pair{measure::CpuDomain::kDram, "dram"}}) {
+    for (auto [domain, label] :
+         {std::pair{measure::CpuDomain::kPackage, "package"}, std::pair{measure::CpuDomain::kDram, "dram"}}) {
       auto points = pm.cpu_timeline(c, domain, t0, t1);
       if (!points) continue;
       for (const auto& p : *points) {

@@ -6,10 +6,9 @@
 
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "app.hpp"
 #include "erg/sim/machine.hpp"

@@ -62,8 +62,8 @@ std::string measurement_table(const measure::Measurement& m, const Inventory& in
     if (g.short_window) source += " (short window)";
     if (g.affected) source += " (counter anomaly)";
     if (g.error) source = "error: " + g.error->message;
-    std::snprintf(line, sizeof line, "  gpu%-5u %-28.28s %14.3f %12.2f  %s\n", g.index, name.c_str(),
-                  g.energy.value(), avg(g.energy.value()), source.c_str());
+    std::snprintf(line, sizeof line, "  gpu%-5u %-28.28s %14.3f %12.2f  %s\n", g.index, name.c_str(), g.energy.value(),
+                  avg(g.energy.value()), source.c_str());
     out += line;
   }
   for (const auto& c : m.cpus) {

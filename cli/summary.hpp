@@ -1,10 +1,9 @@
 #pragma once
 // Shared by `erg run` and `erg energy`: a measurement as JSON and as a human summary.
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "erg/core/discovery.hpp"
 #include "erg/measure/measurement.hpp"

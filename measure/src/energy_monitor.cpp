@@ -9,9 +9,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "erg/measure/counter_tracker.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -27,7 +26,7 @@ struct GpuCounter {
   std::shared_ptr<Gpu> gpu;
   bool has_counter;
   std::optional<std::chrono::microseconds> period;
-  CounterTracker tracker;  // mJ
+  CounterTracker tracker;      // mJ
   std::optional<Error> error;  // last read error
 };
 
@@ -254,7 +253,8 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
       }
       header += "\n";
       if (::write(fd, header.data(), header.size()) != static_cast<ssize_t>(header.size()))
-        return fail(ErrorCode::kIo, "cannot write log file " + options.log_file->string() + ": " + std::strerror(errno));
+        return fail(ErrorCode::kIo,
+                    "cannot write log file " + options.log_file->string() + ": " + std::strerror(errno));
     }
   }
   impl->options = std::move(options);
@@ -279,7 +279,9 @@ Result<void> EnergyMonitor::begin_window(const std::string& name, bool sync, boo
   return ok();
 }
 
-Result<void> EnergyMonitor::restart_window(const std::string& name, bool sync) { return begin_window(name, sync, true); }
+Result<void> EnergyMonitor::restart_window(const std::string& name, bool sync) {
+  return begin_window(name, sync, true);
+}
 
 Result<void> EnergyMonitor::cancel_window(const std::string& name) {
   std::lock_guard lock(impl_->mu);
@@ -350,8 +352,8 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
           } else {
             ge.error = e.error();
           }
-          ge.short_window = m.time.count() < kShortWindowPeriods *
-                                                 std::chrono::duration<double>(impl_->power_monitor->period()).count();
+          ge.short_window = m.time.count() <
+                            kShortWindowPeriods * std::chrono::duration<double>(impl_->power_monitor->period()).count();
         }
       }
       if (impl_->options.approx_instant_energy && ge.energy.value() == 0.0 && instant[i]) {

@@ -137,9 +137,8 @@ struct PowerMonitor::Impl {
     if (slot == nullptr) return fail(ErrorCode::kNotFound, "GPU " + std::to_string(gpu) + " is not being monitored");
     auto it = slot->series.find(domain);
     if (it == slot->series.end())
-      return fail(ErrorCode::kNotFound,
-                  "Power domain " + std::string(to_string(domain)) + " is not being monitored on GPU " +
-                      std::to_string(gpu));
+      return fail(ErrorCode::kNotFound, "Power domain " + std::string(to_string(domain)) +
+                                            " is not being monitored on GPU " + std::to_string(gpu));
     return it->second.get();
   }
   Result<const Series*> cpu_series(unsigned cpu, CpuDomain domain) const {
@@ -195,7 +194,8 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
     if (i >= gpus.size())
       return fail(ErrorCode::kInvalidArgument,
                   "GPU index " + std::to_string(i) + " is out of range (" + std::to_string(gpus.size()) + " GPUs)");
-    if (!seen.insert(i).second) return fail(ErrorCode::kInvalidArgument, "GPU index " + std::to_string(i) + " repeated");
+    if (!seen.insert(i).second)
+      return fail(ErrorCode::kInvalidArgument, "GPU index " + std::to_string(i) + " repeated");
   }
 
   // Domains: as requested (duplicates dropped), else every domain any sampled GPU supports.
@@ -233,7 +233,8 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
       impl->cpus.push_back(std::move(slot));
     }
   }
-  if (impl->gpus.empty() && impl->cpus.empty()) return fail(ErrorCode::kInvalidArgument, "nothing to sample: no GPU and no CPU");
+  if (impl->gpus.empty() && impl->cpus.empty())
+    return fail(ErrorCode::kInvalidArgument, "nothing to sample: no GPU and no CPU");
 
   if (options.period) {
     if (options.period->count() <= 0) return fail(ErrorCode::kInvalidArgument, "sampling period must be positive");

@@ -102,8 +102,7 @@ std::vector<PowerPoint> Timeline::between(std::chrono::nanoseconds t0, std::chro
   std::vector<PowerPoint> out;
   if (size_ == 0 || t1 < t0) return out;
   std::size_t i = upper_bound(t0.count() - 1);
-  for (; i < size_ && at(i).t_ns <= t1.count(); ++i)
-    out.push_back({std::chrono::nanoseconds(at(i).t_ns), power_of(i)});
+  for (; i < size_ && at(i).t_ns <= t1.count(); ++i) out.push_back({std::chrono::nanoseconds(at(i).t_ns), power_of(i)});
   return out;
 }
 

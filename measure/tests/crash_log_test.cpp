@@ -72,8 +72,9 @@ TEST(CrashLog, SigkillLosesNoCompletedRow) {
   }
   const bool partial_tail = start < log.size();  // at most the row being written
   ASSERT_GE(lines.size(), 10u);
-  EXPECT_EQ(lines[0], "start_time,window_name,elapsed_time,gpu0_energy,gpu1_energy,gpu2_energy,gpu3_energy,"
-                      "cpu0_energy,dram0_energy");
+  EXPECT_EQ(lines[0],
+            "start_time,window_name,elapsed_time,gpu0_energy,gpu1_energy,gpu2_energy,gpu3_energy,"
+            "cpu0_energy,dram0_energy");
   for (std::size_t i = 1; i < lines.size(); ++i) {
     // Every completed row: the i-th window, 9 fields, each GPU 1.2345 J.
     std::vector<std::string> fields;
@@ -84,8 +85,7 @@ TEST(CrashLog, SigkillLosesNoCompletedRow) {
     EXPECT_EQ(fields[1], "window-" + std::to_string(i - 1));
     for (int g = 3; g < 7; ++g) EXPECT_EQ(fields[g], "1.234500") << lines[i];
   }
-  std::cout << "rows intact: " << lines.size() - 1 << (partial_tail ? " (+1 partial row being written)" : "")
-            << "\n";
+  std::cout << "rows intact: " << lines.size() - 1 << (partial_tail ? " (+1 partial row being written)" : "") << "\n";
   std::filesystem::remove_all(dir);
 }
 

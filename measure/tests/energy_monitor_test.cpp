@@ -7,10 +7,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "erg/measure/power_monitor.hpp"
 #include "erg/sim/fake_devices.hpp"
@@ -173,9 +172,9 @@ TEST_F(EnergyMonitorTest, CounterResetAndBackwardsAreFlaggedAndNonNegative) {
   auto m = make();
   fakes_[0]->set_energy_mj(5'000'000.0);
   ASSERT_TRUE(m->begin_window("reset"));
-  consume(seconds(1));         // gpu0 +100 J
+  consume(seconds(1));          // gpu0 +100 J
   fakes_[0]->set_energy_mj(0);  // driver reload
-  consume(seconds(1));         // +100 J after the reload
+  consume(seconds(1));          // +100 J after the reload
   auto r = m->end_window("reset");
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->gpus[0].affected);

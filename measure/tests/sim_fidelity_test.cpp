@@ -74,7 +74,7 @@ TEST(SimWindows, SerialNestedOverlappingAreExactOnVirtualClock) {
   };
   begin("outer");
   sim.advance(milliseconds(330));
-  sim.util(0, 0.9);  // the load changes inside the window...
+  sim.util(0, 0.9);                // the load changes inside the window...
   sim.advance(milliseconds(410));  // ...and is steady for more than one counter period before the next edge
   begin("inner");
   sim.advance(milliseconds(520));
@@ -159,8 +159,8 @@ void fidelity(const std::string& spec, double tolerance, EnergySource want_sourc
     ASSERT_GE(r->time.count(), 1.0);
     EXPECT_EQ(r->gpus[0].source, want_source);
     double err = (r->gpus[0].energy.value() - truth) / truth;
-    std::cout << spec << " window " << r->time.count() << " s: measured " << r->gpus[0].energy.value()
-              << " J, true " << truth << " J, error " << 100 * err << " %\n";
+    std::cout << spec << " window " << r->time.count() << " s: measured " << r->gpus[0].energy.value() << " J, true "
+              << truth << " J, error " << 100 * err << " %\n";
     EXPECT_LE(std::abs(err), tolerance) << "window of " << r->time.count() << " s";
     std::this_thread::sleep_for(milliseconds(250));
   }

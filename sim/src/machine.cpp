@@ -76,8 +76,8 @@ PowercapSnapshot snapshot(const State& s) {
   for (unsigned c = 0; c < s.cpu_count; ++c) {
     const auto& cpu = s.cpus[c];
     const std::uint64_t r = cpu.max_energy_range_uj;
-    snap.cpus.push_back({cpu.dram != 0, r, wrap_uj(cpu.package_j, r), wrap_uj(cpu.package_j * kCoreShare, r),
-                         wrap_uj(cpu.dram_j, r)});
+    snap.cpus.push_back(
+        {cpu.dram != 0, r, wrap_uj(cpu.package_j, r), wrap_uj(cpu.package_j * kCoreShare, r), wrap_uj(cpu.dram_j, r)});
   }
   snap.psys = s.psys != 0;
   snap.psys_range = CpuSpec{}.max_energy_range_uj;  // psys has its own (default) counter range
@@ -356,7 +356,8 @@ Result<std::unique_ptr<Machine>> Machine::attach(const fs::path& state_file) {
   if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(State))
     return fail(ErrorCode::kInvalidArgument, state_file.string() + " is not a simulated machine state");
   void* addr = ::mmap(nullptr, sizeof(State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (addr == MAP_FAILED) return fail(ErrorCode::kIo, "cannot map " + state_file.string() + ": " + std::strerror(errno));
+  if (addr == MAP_FAILED)
+    return fail(ErrorCode::kIo, "cannot map " + state_file.string() + ": " + std::strerror(errno));
   impl->s = static_cast<State*>(addr);
   State* s = impl->s;
   if (s->magic != detail::kMagic || s->version != detail::kVersion || s->size != sizeof(State)) {
@@ -553,7 +554,8 @@ Result<Joules> Machine::true_dram_energy(unsigned cpu) {
   if (auto r = impl_->check_cpu(cpu); !r) return fail(r.error());
   State* s = impl_->s;
   Lock lock(s);
-  if (!s->cpus[cpu].dram) return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
+  if (!s->cpus[cpu].dram)
+    return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
   detail::advance_cpus(*s, detail::sim_now(*s));
   return Joules(s->cpus[cpu].dram_j);
 }

@@ -3,9 +3,8 @@
 #include <cctype>
 #include <charconv>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "state.hpp"
 
@@ -29,8 +28,7 @@ bool parse_uint(std::string_view s, unsigned& out) {
 
 tl::unexpected<Error> bad(std::string_view token, std::string_view why) {
   return fail(ErrorCode::kInvalidArgument, "invalid simulated machine spec: '" + std::string(token) + "': " +
-                                               std::string(why) + " (known GPUs: " +
-                                               std::string(known_sku_list()) +
+                                               std::string(why) + " (known GPUs: " + std::string(known_sku_list()) +
                                                "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, or a .json file)");
 }
 

@@ -13,9 +13,7 @@ std::int64_t monotonic_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
 }
 
-std::int64_t sim_now(const State& s) {
-  return s.virtual_clock != 0 ? s.virtual_ns : monotonic_ns() + s.real_offset_ns;
-}
+std::int64_t sim_now(const State& s) { return s.virtual_clock != 0 ? s.virtual_ns : monotonic_ns() + s.real_offset_ns; }
 
 Lock::Lock(State* s) : s_(s) {
   int rc = ::pthread_mutex_lock(&s_->mutex);

@@ -27,7 +27,7 @@ inline constexpr std::uint32_t kVersion = 1;
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
-inline constexpr unsigned kRing = 64;  // power ticks kept; ≥ 1 s / shortest power period (20 ms) + 1
+inline constexpr unsigned kRing = 64;       // power ticks kept; ≥ 1 s / shortest power period (20 ms) + 1
 inline constexpr unsigned kCallKinds = 32;  // ≥ SimCall::kCount
 inline constexpr unsigned kSpecTextSize = 16384;
 inline constexpr unsigned kPathSize = 4096;
@@ -85,10 +85,10 @@ struct State {
   pthread_mutex_t mutex;
   std::int32_t privilege = 0;  // erg::sim::Privilege
   std::int32_t virtual_clock = 0;
-  std::int64_t virtual_ns = 0;  // sim time while virtual
-  std::int64_t real_offset_ns = 0;  // sim time = CLOCK_MONOTONIC + offset while real
-  std::int64_t wall_offset_ns = 0;  // wall time = sim time + offset
-  std::int32_t lease_pid = 0;  // process that writes the powercap files (real clock)
+  std::int64_t virtual_ns = 0;          // sim time while virtual
+  std::int64_t real_offset_ns = 0;      // sim time = CLOCK_MONOTONIC + offset while real
+  std::int64_t wall_offset_ns = 0;      // wall time = sim time + offset
+  std::int32_t lease_pid = 0;           // process that writes the powercap files (real clock)
   std::int64_t lease_heartbeat_ns = 0;  // CLOCK_MONOTONIC of its last refresh
   std::uint32_t gpu_count = 0, cpu_count = 0;
   std::int32_t psys = 0;

@@ -65,8 +65,8 @@ TEST(Calibration, MedianCurvesWithinTenPercent) {
       const double slowdown = p.time_per_work / ref.time_per_work;
       const double energy = p.energy_per_work / ref.energy_per_work;
       std::printf("%-8s %5.0f %6u %6.1f | %6.3f / %4.2f (%+5.1f%%) | %6.3f / %4.2f (%+5.1f%%)\n", key.c_str(),
-                  r.limit_w, p.clock_mhz, p.power_w, slowdown, r.slowdown, 100 * (slowdown / r.slowdown - 1),
-                  energy, r.energy, 100 * (energy / r.energy - 1));
+                  r.limit_w, p.clock_mhz, p.power_w, slowdown, r.slowdown, 100 * (slowdown / r.slowdown - 1), energy,
+                  r.energy, 100 * (energy / r.energy - 1));
       EXPECT_NEAR(slowdown, r.slowdown, 0.10 * r.slowdown) << key << " slowdown at " << r.limit_w << " W";
       EXPECT_NEAR(energy, r.energy, 0.10 * r.energy) << key << " energy at " << r.limit_w << " W";
       if (energy < min_energy) min_energy = energy, min_energy_limit = r.limit_w;

@@ -80,8 +80,8 @@ TEST_F(Driver, IdentityAndHandles) {
   ASSERT_EQ(nvml_.nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
   ASSERT_EQ(count, 6u);
   const char* names[] = {"NVIDIA A100-SXM4-80GB", "Tesla V100-PCIE-32GB", "Tesla P100-PCIE-16GB",
-                         "NVIDIA H100 80GB HBM3", "NVIDIA A40", "Quadro RTX 6000"};
-  const unsigned arches[] = {NVML_DEVICE_ARCH_AMPERE, NVML_DEVICE_ARCH_VOLTA, NVML_DEVICE_ARCH_PASCAL,
+                         "NVIDIA H100 80GB HBM3", "NVIDIA A40",           "Quadro RTX 6000"};
+  const unsigned arches[] = {NVML_DEVICE_ARCH_AMPERE, NVML_DEVICE_ARCH_VOLTA,  NVML_DEVICE_ARCH_PASCAL,
                              NVML_DEVICE_ARCH_HOPPER, NVML_DEVICE_ARCH_AMPERE, NVML_DEVICE_ARCH_TURING};
   std::set<std::string> uuids;
   for (unsigned i = 0; i < count; ++i) {
@@ -156,13 +156,18 @@ TEST_F(Driver, FieldSupportPerSku) {
   struct Want {
     bool energy, average, memory;
   };
-  const Want want[] = {{true, false, false}, {true, true, false}, {true, true, true},
+  const Want want[] = {{true, false, false}, {true, true, false},   {true, true, true},
                        {true, false, false}, {false, false, false}, {true, false, false}};
   for (unsigned i = 0; i < 6; ++i) {
     nvmlFieldValue_t v[8] = {};
-    const unsigned ids[8] = {NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_AVERAGE,
-                             NVML_FI_DEV_POWER_INSTANT, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
-                             NVML_FI_DEV_POWER_CURRENT_LIMIT, NVML_FI_DEV_POWER_MAX_LIMIT, 9999};
+    const unsigned ids[8] = {NVML_FI_DEV_POWER_INSTANT,
+                             NVML_FI_DEV_POWER_AVERAGE,
+                             NVML_FI_DEV_POWER_AVERAGE,
+                             NVML_FI_DEV_POWER_INSTANT,
+                             NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+                             NVML_FI_DEV_POWER_CURRENT_LIMIT,
+                             NVML_FI_DEV_POWER_MAX_LIMIT,
+                             9999};
     const unsigned scopes[8] = {0, 0, NVML_POWER_SCOPE_MEMORY, NVML_POWER_SCOPE_MODULE, 0, 0, 0, 0};
     for (int k = 0; k < 8; ++k) v[k].fieldId = ids[k], v[k].scopeId = scopes[k];
     ASSERT_EQ(nvml_.nvmlDeviceGetFieldValues(dev(i), 8, v), NVML_SUCCESS);

@@ -1,8 +1,8 @@
 // The shared state across processes, privilege, the powercap tree, and the robust mutex.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

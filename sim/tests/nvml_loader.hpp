@@ -60,8 +60,8 @@ struct Nvml {
       n.missing = ::dlerror();
       return n;
     }
-#define ERG_SIM_SYM(name)                                                     \
-  n.name = reinterpret_cast<name##_fn>(::dlsym(n.handle, #name));            \
+#define ERG_SIM_SYM(name)                                         \
+  n.name = reinterpret_cast<name##_fn>(::dlsym(n.handle, #name)); \
   if (n.name == nullptr) n.missing += #name " ";
     ERG_SIM_SYM(nvmlInit_v2)
     ERG_SIM_SYM(nvmlInitWithFlags)

@@ -1,8 +1,8 @@
+#include "erg/sim/spec.hpp"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
-
-#include "erg/sim/spec.hpp"
 
 namespace erg::sim {
 namespace {
@@ -69,9 +69,8 @@ TEST(Spec, BadTokensAreNamed) {
 }
 
 TEST(Spec, InlineJson) {
-  auto s = parse_spec(
-      R"({"gpus":[{"sku":"A100"},{"sku":"P100","uuid":"GPU-11111111-2222-3333-4444-555555555555"}],)"
-      R"("cpus":[{"dram":true,"max_energy_range_uj":1000000},{"dram":false}],"psys":true})");
+  auto s = parse_spec(R"({"gpus":[{"sku":"A100"},{"sku":"P100","uuid":"GPU-11111111-2222-3333-4444-555555555555"}],)"
+                      R"("cpus":[{"dram":true,"max_energy_range_uj":1000000},{"dram":false}],"psys":true})");
   ASSERT_TRUE(s) << s.error().message;
   ASSERT_EQ(s->gpus.size(), 2u);
   EXPECT_EQ(s->gpus[1].sku, "P100");
@@ -97,9 +96,9 @@ TEST(Spec, JsonFileAndErrors) {
   std::remove(path.c_str());
 
   EXPECT_EQ(parse_spec("/nonexistent/x.json").error().code, ErrorCode::kNotFound);
-  for (const char* t : {R"({"gpus":[{"sku":"Z9"}]})", R"({"gpus":[{"sku":"A100","color":1}]})", R"({"bogus":1})",
-                        R"({"gpus":[)", R"({"cpus":[{"dram":"yes"}]})",
-                        R"({"gpus":[{"sku":"A100","uuid":"GPU-1"},{"sku":"A100","uuid":"GPU-1"}]})"}) {
+  for (const char* t :
+       {R"({"gpus":[{"sku":"Z9"}]})", R"({"gpus":[{"sku":"A100","color":1}]})", R"({"bogus":1})", R"({"gpus":[)",
+        R"({"cpus":[{"dram":"yes"}]})", R"({"gpus":[{"sku":"A100","uuid":"GPU-1"},{"sku":"A100","uuid":"GPU-1"}]})"}) {
     auto r = parse_spec(t);
     ASSERT_FALSE(r) << t;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << t;

@@ -8,10 +8,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
@@ -89,7 +88,8 @@ TEST(ErgRun, SigintReachesTheChildAndTheSummaryStillPrints) {
   ExportedSim sim("1xA100");
   // The child traps SIGINT and exits 3; erg gets SIGINT from kill (not the terminal) and must
   // forward it.
-  std::string child = "trap 'echo child-got-int; exit 3' INT; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done";
+  std::string child =
+      "trap 'echo child-got-int; exit 3' INT; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done";
   auto r = run_shell(erg() + " run --json -- sh -c " + shell_quote(child) +
                      " & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo \"rc=$?\"");
   EXPECT_NE(r.out.find("child-got-int"), std::string::npos) << r.out << r.err;
@@ -134,7 +134,8 @@ TEST(ErgEnergy, MeasuresForADuration) {
   json j = json::parse(r.out);
   EXPECT_NEAR(j["time_s"].get<double>(), 0.5, 0.2);
   EXPECT_GT(j["gpus"][0]["energy_j"].get<double>(), 0.0);
-  auto sig = run_shell(clean_env() + erg() + " --simulate 1xA100 energy & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo rc=$?");
+  auto sig = run_shell(clean_env() + erg() +
+                       " --simulate 1xA100 energy & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo rc=$?");
   EXPECT_NE(sig.out.find("rc=0"), std::string::npos) << sig.out << sig.err;
   EXPECT_NE(sig.out.find("TOTAL"), std::string::npos) << sig.out;
 }
@@ -168,7 +169,9 @@ TEST(ErgPower, PipedLinesAreParseable) {
 }
 
 TEST(ErgPower, CtrlCPrintsTotals) {
-  auto r = run_shell(clean_env() + erg() + " --simulate 1xA100 power --interval 0.1 & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo rc=$?");
+  auto r =
+      run_shell(clean_env() + erg() +
+                " --simulate 1xA100 power --interval 0.1 & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo rc=$?");
   EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.err.find("total time"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("total energy"), std::string::npos) << r.err;

@@ -54,8 +54,7 @@ class GpuConformance : public ::testing::Test {
   Backend backend_;
 };
 
-using GpuBackends =
-    ::testing::Types<NvmlSimBackend<kA100>, NvmlSimBackend<kMixed>, NvmlSimBackend<kTuringAda>>;
+using GpuBackends = ::testing::Types<NvmlSimBackend<kA100>, NvmlSimBackend<kMixed>, NvmlSimBackend<kTuringAda>>;
 TYPED_TEST_SUITE(GpuConformance, GpuBackends);
 
 TYPED_TEST(GpuConformance, DescribesItself) {

@@ -3,9 +3,8 @@
 // energy and sets GPU 0's power limit to argv[1] mW. Prints one JSON line.
 
 #include <iostream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "erg/client/discovery.hpp"
 
@@ -24,13 +23,17 @@ int main(int argc, char** argv) {
     out["unavailable"].push_back({{"source", u.source}, {"code", erg::to_string(u.code)}, {"reason", u.reason}});
   if (!inv->cpus.empty()) {
     auto e = inv->cpus[0]->package_energy();
-    if (e) out["cpu_energy_uj"] = e->value();
-    else out["cpu_error"] = {{"code", erg::to_string(e.error().code)}, {"message", e.error().message}};
+    if (e)
+      out["cpu_energy_uj"] = e->value();
+    else
+      out["cpu_error"] = {{"code", erg::to_string(e.error().code)}, {"message", e.error().message}};
   }
   if (!inv->gpus.empty()) {
     auto r = inv->gpus[0]->set_power_limit(erg::MilliWatts(limit_mw));
-    if (r) out["set_limit"] = "ok";
-    else out["set_limit_error"] = {{"code", erg::to_string(r.error().code)}, {"message", r.error().message}};
+    if (r)
+      out["set_limit"] = "ok";
+    else
+      out["set_limit_error"] = {{"code", erg::to_string(r.error().code)}, {"message", r.error().message}};
     if (auto l = inv->gpus[0]->power_limit()) out["limit_mw"] = l->value();
   }
   std::cout << out.dump() << std::endl;

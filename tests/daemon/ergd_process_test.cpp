@@ -2,9 +2,8 @@
 // running as user nobody through ergd vs. without it), uid allow lists, demand-driven SSE
 // polling seen in the simulator's call counts, SIGTERM, and a real Prometheus scraping /metrics.
 
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,9 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "erg/client/connection.hpp"
 #include "erg/sim/machine.hpp"
@@ -34,7 +32,8 @@ using namespace std::chrono_literals;
 struct Child {
   pid_t pid = -1;
   std::string log;
-  Child(std::vector<std::string> args, std::string log_path, const std::string& run_as = "") : log(std::move(log_path)) {
+  Child(std::vector<std::string> args, std::string log_path, const std::string& run_as = "")
+      : log(std::move(log_path)) {
     if (!run_as.empty()) args.insert(args.begin(), {"runuser", "-u", run_as, "--"});
     pid = ::fork();
     if (pid == 0) {
@@ -136,23 +135,28 @@ TEST_F(ErgdProcess, RoutesOverTheSocketChangeTheSimulatedGpu) {
   unsigned max_mw = cons["0"]["max_power_limit_mw"];
   unsigned min_mw = cons["0"]["min_power_limit_mw"];
   double before = limit_w(2);
-  auto bad = c.request("POST", "/gpu/set_power_limit?gpu_ids=2&power_limit_mw=" + std::to_string(max_mw + 1) + "&block=true");
+  auto bad =
+      c.request("POST", "/gpu/set_power_limit?gpu_ids=2&power_limit_mw=" + std::to_string(max_mw + 1) + "&block=true");
   EXPECT_EQ(bad->status, 400);
   EXPECT_NE(bad->body.find("Invalid request"), std::string::npos) << bad->body;
   EXPECT_EQ(limit_w(2), before);
   unsigned target = (min_mw + max_mw) / 2 / 1000 * 1000;
-  auto good = c.request("POST", "/gpu/set_power_limit?gpu_ids=2,3&power_limit_mw=" + std::to_string(target) + "&block=true");
+  auto good =
+      c.request("POST", "/gpu/set_power_limit?gpu_ids=2,3&power_limit_mw=" + std::to_string(target) + "&block=true");
   EXPECT_EQ(good->status, 200) << good->body;
   EXPECT_DOUBLE_EQ(limit_w(2), target / 1000.0);
   EXPECT_DOUBLE_EQ(limit_w(3), target / 1000.0);
-  auto async = c.request("POST", "/gpu/set_power_limit?gpu_ids=1&power_limit_mw=" + std::to_string(min_mw) + "&block=false");
+  auto async =
+      c.request("POST", "/gpu/set_power_limit?gpu_ids=1&power_limit_mw=" + std::to_string(min_mw) + "&block=false");
   EXPECT_EQ(async->status, 200);
   for (int i = 0; i < 200 && limit_w(1) != min_mw / 1000.0; ++i) std::this_thread::sleep_for(5ms);
   EXPECT_DOUBLE_EQ(limit_w(1), min_mw / 1000.0);
-  auto e1 = json::parse(c.request("GET", "/gpu/get_cumulative_energy?gpu_ids=0")->body)["0"]["energy_mj"].get<std::uint64_t>();
+  auto e1 = json::parse(c.request("GET", "/gpu/get_cumulative_energy?gpu_ids=0")->body)["0"]["energy_mj"]
+                .get<std::uint64_t>();
   ASSERT_TRUE(machine_->set_utilization(0, 1.0));
   std::this_thread::sleep_for(200ms);
-  auto e2 = json::parse(c.request("GET", "/gpu/get_cumulative_energy?gpu_ids=0")->body)["0"]["energy_mj"].get<std::uint64_t>();
+  auto e2 = json::parse(c.request("GET", "/gpu/get_cumulative_energy?gpu_ids=0")->body)["0"]["energy_mj"]
+                .get<std::uint64_t>();
   EXPECT_GT(e2, e1);
   auto cpu = c.request("GET", "/cpu/get_cumulative_energy?cpu=true&dram=true");
   EXPECT_EQ(cpu->status, 200) << cpu->body;
@@ -171,7 +175,8 @@ TEST_F(ErgdProcess, NobodyReadsRaplAndSetsLimitOnlyThroughErgd) {
   json alone = probe("150000", false);
   ASSERT_EQ(alone["cpus"], 0) << alone.dump();
   bool rapl_denied = false;
-  for (auto& u : alone["unavailable"]) rapl_denied = rapl_denied || (u["source"] == "rapl" && u["code"] == "no_permission");
+  for (auto& u : alone["unavailable"])
+    rapl_denied = rapl_denied || (u["source"] == "rapl" && u["code"] == "no_permission");
   EXPECT_TRUE(rapl_denied) << alone.dump();
   ASSERT_TRUE(alone.contains("set_limit_error")) << alone.dump();
   EXPECT_EQ(alone["set_limit_error"]["code"], "no_permission") << alone.dump();
@@ -200,7 +205,8 @@ TEST_F(ErgdProcess, PrivilegedGroupRefusedAtStartWithoutPrivilege) {
           "nobody");
   EXPECT_EQ(c.wait_exit(), 1);
   EXPECT_NE(c.output().find("gpu-control needs root or CAP_SYS_ADMIN"), std::string::npos) << c.output();
-  Child r({ERGD_PATH, "--socket-path", dir_.path() + "/r.sock", "--enable", "cpu-read"}, dir_.path() + "/r.log", "nobody");
+  Child r({ERGD_PATH, "--socket-path", dir_.path() + "/r.sock", "--enable", "cpu-read"}, dir_.path() + "/r.log",
+          "nobody");
   EXPECT_EQ(r.wait_exit(), 1);
   EXPECT_NE(r.output().find("cpu-read needs read access to RAPL"), std::string::npos) << r.output();
 }

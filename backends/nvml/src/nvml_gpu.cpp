@@ -211,7 +211,8 @@ Result<EnergyReading> NvmlGpu::energy_reading() {
     values[1].scopeId = *instant_scope;
   }
   const nvmlReturn_t rc = nvml_.nvmlDeviceGetFieldValues(device_, count, values);
-  const auto energy = rc == NVML_SUCCESS && values[0].nvmlReturn == NVML_SUCCESS ? field_number(values[0]) : std::nullopt;
+  const auto energy =
+      rc == NVML_SUCCESS && values[0].nvmlReturn == NVML_SUCCESS ? field_number(values[0]) : std::nullopt;
   if (!energy) {  // the field is not there on this driver: the plain counter call
     auto e = total_energy();
     if (!e) return fail(e.error());

@@ -97,7 +97,8 @@ Discovery discover(const DiscoveryOptions& opts, const DiscoverySeams& seams) {
     } else {
       reason = std::string("no RAPL powercap tree at ") + kDefaultPowercapRoot + " (nor " + kContainerPowercapRoot +
                "; RAPL needs an Intel CPU or an AMD CPU with Linux >= 5.8 on bare metal, and in a container the "
-               "host's /sys/class/powercap mounted at " + kContainerPowercapRoot + "; or set " + kPowercapRootEnv + ")";
+               "host's /sys/class/powercap mounted at " +
+               kContainerPowercapRoot + "; or set " + kPowercapRootEnv + ")";
     }
     out.unavailable.push_back(Unavailable{kSource, ErrorCode::kUnavailable, std::move(reason)});
     return out;
@@ -158,7 +159,8 @@ Discovery discover(const DiscoveryOptions& opts, const DiscoverySeams& seams) {
     std::vector<Keepalive::Task> tasks;
     tasks.reserve(cpus.size());
     for (const auto& cpu : cpus) tasks.push_back(cpu->keepalive_task());
-    auto keepalive = std::make_shared<const Keepalive>(std::move(tasks), keepalive_period(min_range_uj, seams.max_power));
+    auto keepalive =
+        std::make_shared<const Keepalive>(std::move(tasks), keepalive_period(min_range_uj, seams.max_power));
     for (const auto& cpu : cpus) cpu->set_keepalive(keepalive);
   }
   out.cpus.assign(cpus.begin(), cpus.end());

@@ -85,17 +85,14 @@ std::string permission_message(const std::filesystem::path& path) {
 Error read_error(const std::filesystem::path& path, int err) {
   switch (err) {
     case ENOENT:
-    case ENOTDIR:
-      return Error{ErrorCode::kNotFound, "cannot read " + path.string() + ": no such file"};
+    case ENOTDIR: return Error{ErrorCode::kNotFound, "cannot read " + path.string() + ": no such file"};
     case EACCES:
-    case EPERM:
-      return Error{ErrorCode::kNoPermission, permission_message(path)};
+    case EPERM: return Error{ErrorCode::kNoPermission, permission_message(path)};
     case ENODATA:
     case EOPNOTSUPP:
-      return Error{ErrorCode::kNotSupported,
-                   "cannot read " + path.string() + ": " + std::strerror(err) + " (the kernel does not support this zone)"};
-    default:
-      return Error{ErrorCode::kIo, "cannot read " + path.string() + ": " + std::strerror(err)};
+      return Error{ErrorCode::kNotSupported, "cannot read " + path.string() + ": " + std::strerror(err) +
+                                                 " (the kernel does not support this zone)"};
+    default: return Error{ErrorCode::kIo, "cannot read " + path.string() + ": " + std::strerror(err)};
   }
 }
 

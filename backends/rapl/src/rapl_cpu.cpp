@@ -91,8 +91,7 @@ Result<MicroJoules> RaplCpu::package_energy() {
 Result<MicroJoules> RaplCpu::dram_energy() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->dram)
-    return fail(ErrorCode::kNotSupported,
-                "CPU " + std::to_string(index_) + " (" + name_ + ") has no DRAM RAPL domain");
+    return fail(ErrorCode::kNotSupported, "CPU " + std::to_string(index_) + " (" + name_ + ") has no DRAM RAPL domain");
   auto total = state_->read(*state_->dram);
   if (!total) return fail(total.error());
   return MicroJoules(static_cast<double>(*total));

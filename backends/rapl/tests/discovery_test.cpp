@@ -149,10 +149,10 @@ TEST_F(DiscoveryTest, PsysCoreAndUncoreNeverCounted) {
   EXPECT_EQ(cpu->dram_domain()->dir, tree_.zone_dir(0, 2));
 
   ASSERT_TRUE(tree_.set_energy_uj(0, 1000));
-  ASSERT_TRUE(tree_.set_energy_uj(0, 700, 0));       // core
-  ASSERT_TRUE(tree_.set_energy_uj(0, 200, 1));       // uncore
-  ASSERT_TRUE(tree_.set_energy_uj(0, 30, 2));        // dram
-  ASSERT_TRUE(tree_.set_energy_uj(1, 9'000'000));    // psys: the whole platform
+  ASSERT_TRUE(tree_.set_energy_uj(0, 700, 0));     // core
+  ASSERT_TRUE(tree_.set_energy_uj(0, 200, 1));     // uncore
+  ASSERT_TRUE(tree_.set_energy_uj(0, 30, 2));      // dram
+  ASSERT_TRUE(tree_.set_energy_uj(1, 9'000'000));  // psys: the whole platform
   EXPECT_EQ(cpu->package_energy()->value(), 1000.0);
   EXPECT_EQ(cpu->dram_energy()->value(), 30.0);
 }

@@ -1,11 +1,10 @@
 // Runs discovery as user `nobody` over a tree whose energy_uj is 0400 root, as the kernel has made
 // it since CVE-2020-8694: the package must be unavailable with kNoPermission and the fix.
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>

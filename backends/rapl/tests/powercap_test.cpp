@@ -39,8 +39,8 @@ TEST(ParseZoneId, TopLevelAndSubZones) {
   EXPECT_EQ(parse_zone_id("intel-rapl:0"), (ZoneId{0, std::nullopt}));
   EXPECT_EQ(parse_zone_id("intel-rapl:12"), (ZoneId{12, std::nullopt}));
   EXPECT_EQ(parse_zone_id("intel-rapl:1:0"), (ZoneId{1, 0u}));
-  for (const char* other : {"intel-rapl", "intel-rapl:", "intel-rapl:x", "intel-rapl:0x", "intel-rapl:0:",
-                            "intel-rapl:0:1:2", "intel-rapl-mmio:0", "dram", "intel-rapl:-1"}) {
+  for (const char* other : {"intel-rapl", "intel-rapl:", "intel-rapl:x", "intel-rapl:0x",
+                            "intel-rapl:0:", "intel-rapl:0:1:2", "intel-rapl-mmio:0", "dram", "intel-rapl:-1"}) {
     EXPECT_FALSE(parse_zone_id(other)) << other;
   }
 }
@@ -63,8 +63,9 @@ TEST(ReadError, MapsErrnoOnce) {
     EXPECT_NE(read_error(p, err).message.find(p.string()), std::string::npos) << err;
   }
   const auto denied = read_error(p, EACCES).message;
-  EXPECT_EQ(denied, "cannot read /x/intel-rapl:0/energy_uj: permission denied; RAPL energy needs root since "
-                    "CVE-2020-8694 — run as root or through ergd (ERG_DAEMON_SOCK)");
+  EXPECT_EQ(denied,
+            "cannot read /x/intel-rapl:0/energy_uj: permission denied; RAPL energy needs root since "
+            "CVE-2020-8694 — run as root or through ergd (ERG_DAEMON_SOCK)");
 }
 
 TEST(PosixSysfsReader, ReadsMissingAndReplacedFiles) {

@@ -237,7 +237,8 @@ TEST_F(RaplCpuTest, KeepaliveCatchesWrapsWhileIdle) {
     // Two completed rounds: at least one read started after the last write.
     const auto target = keepalive->rounds() + 2;
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (keepalive->rounds() < target && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    while (keepalive->rounds() < target && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
     ASSERT_GE(keepalive->rounds(), target);
   };
   std::uint64_t true_uj = 0;

@@ -97,13 +97,10 @@ nvmlReturn_t do_shutdown() {
 
 bool privileged(const State& s) {
   switch (static_cast<Privilege>(s.privilege)) {
-    case Privilege::kEveryone:
-      return true;
-    case Privilege::kNobody:
-      return false;
+    case Privilege::kEveryone: return true;
+    case Privilege::kNobody: return false;
     case Privilege::kRootOnly:
-    default:
-      return ::geteuid() == 0;
+    default: return ::geteuid() == 0;
   }
 }
 
@@ -196,8 +193,7 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
                   : v.fieldId == NVML_FI_DEV_POWER_DEFAULT_LIMIT ? sku.default_limit_w * 1000u
                                                                  : g.limit_mw);
       return;
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -298,7 +294,9 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
   }
 }
 
-ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) { return nvmlDeviceGetCount_v2(deviceCount); }
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
+  return nvmlDeviceGetCount_v2(deviceCount);
+}
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   try {
@@ -490,17 +488,12 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClo
     const Sku& sku = detail::sku_of(g);
     switch (type) {
       case NVML_CLOCK_GRAPHICS:
-      case NVML_CLOCK_SM:
-        *clock = static_cast<unsigned>(g.clock_mhz);
-        return NVML_SUCCESS;
+      case NVML_CLOCK_SM: *clock = static_cast<unsigned>(g.clock_mhz); return NVML_SUCCESS;
       case NVML_CLOCK_MEM:
         *clock = g.mem_locked_max_mhz != 0 ? g.mem_locked_max_mhz : sku.mem_clocks_mhz[0];
         return NVML_SUCCESS;
-      case NVML_CLOCK_VIDEO:
-        *clock = static_cast<unsigned>(g.clock_mhz * 0.9);
-        return NVML_SUCCESS;
-      default:
-        return NVML_ERROR_INVALID_ARGUMENT;
+      case NVML_CLOCK_VIDEO: *clock = static_cast<unsigned>(g.clock_mhz * 0.9); return NVML_SUCCESS;
+      default: return NVML_ERROR_INVALID_ARGUMENT;
     }
   });
 }

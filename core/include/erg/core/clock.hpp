@@ -35,7 +35,9 @@ class VirtualClock final : public Clock {
   [[nodiscard]] std::chrono::nanoseconds now() const override {
     return std::chrono::nanoseconds(now_.load(std::memory_order_acquire));
   }
-  [[nodiscard]] std::chrono::nanoseconds wall_now() const override { return now() + std::chrono::nanoseconds(wall_offset_); }
+  [[nodiscard]] std::chrono::nanoseconds wall_now() const override {
+    return now() + std::chrono::nanoseconds(wall_offset_);
+  }
   void advance(std::chrono::nanoseconds d) { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
   void set(std::chrono::nanoseconds t) { now_.store(t.count(), std::memory_order_release); }
 

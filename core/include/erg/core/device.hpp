@@ -34,11 +34,11 @@ Result<PowerDomain> parse_power_domain(std::string_view name);
 /// What a GPU can do, probed once at discovery. Describes, never promises: a call may still
 /// fail later (e.g. GPU lost).
 struct GpuCapabilities {
-  bool energy_counter = false;         ///< Cumulative energy counter (NVIDIA Volta and newer).
+  bool energy_counter = false;             ///< Cumulative energy counter (NVIDIA Volta and newer).
   std::vector<PowerDomain> power_domains;  ///< Readable power domains.
-  bool power_limit = false;            ///< Power limit can be read.
-  bool clocks = false;                 ///< Supported clocks can be listed.
-  bool persistence_mode = false;       ///< Persistence mode can be read.
+  bool power_limit = false;                ///< Power limit can be read.
+  bool clocks = false;                     ///< Supported clocks can be listed.
+  bool persistence_mode = false;           ///< Persistence mode can be read.
   /// Setting limits/clocks/persistence needs privilege (root or CAP_SYS_ADMIN) on this backend.
   bool setters_need_privilege = true;
   /// How often the energy counter changes; nullopt if unknown.

@@ -5,8 +5,8 @@
 /// lossless) and cannot fail at run time.
 
 #include <chrono>
-#include <cstdint>
 #include <compare>
+#include <cstdint>
 #include <ratio>
 
 namespace erg {

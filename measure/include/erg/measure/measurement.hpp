@@ -48,9 +48,9 @@ struct Measurement {
   std::vector<GpuEnergy> gpus;
   std::vector<CpuEnergy> cpus;
 
-  [[nodiscard]] Joules gpu_energy() const;   ///< Sum over GPUs (Zeus's total_energy).
-  [[nodiscard]] Joules cpu_energy() const;   ///< Sum of package energy.
-  [[nodiscard]] Joules dram_energy() const;  ///< Sum of DRAM energy.
+  [[nodiscard]] Joules gpu_energy() const;    ///< Sum over GPUs (Zeus's total_energy).
+  [[nodiscard]] Joules cpu_energy() const;    ///< Sum of package energy.
+  [[nodiscard]] Joules dram_energy() const;   ///< Sum of DRAM energy.
   [[nodiscard]] Joules total_energy() const;  ///< GPUs + packages + DRAM.
   /// True if any device's figure is affected by a counter anomaly or a read error.
   [[nodiscard]] bool affected() const;

@@ -113,8 +113,8 @@ class PowerMonitor {
 /// Infers how often `gpu`'s instant power reading changes by polling it for at most `budget`
 /// and taking the shortest interval between changes; nullopt if it never changed. (Zeus polls
 /// 1000 times; native reads are ~1 µs so we poll for a duration instead.)
-std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu,
-                                                            std::chrono::milliseconds budget = std::chrono::milliseconds(600));
+std::optional<std::chrono::microseconds> infer_update_period(
+    Gpu& gpu, std::chrono::milliseconds budget = std::chrono::milliseconds(600));
 
 /// Half the fastest of the inferred periods (one per distinct GPU model), capped at 100 ms;
 /// 100 ms if none changed.

@@ -60,7 +60,7 @@ class Timeline {
   static_assert(sizeof(Sample) == kBytesPerSample);
 
   [[nodiscard]] const Sample& at(std::size_t i) const { return buf_[(head_ + i) % buf_.size()]; }
-  [[nodiscard]] double power_of(std::size_t i) const;  ///< Power held from sample i.
+  [[nodiscard]] double power_of(std::size_t i) const;           ///< Power held from sample i.
   [[nodiscard]] std::size_t upper_bound(std::int64_t t) const;  ///< First i with t_i > t.
   [[nodiscard]] double cumulative_at(std::int64_t t) const;
   void push(Sample s);

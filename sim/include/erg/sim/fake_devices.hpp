@@ -67,7 +67,9 @@ class FakeGpu final : public Gpu {
     persistence_.store(on);
     return ok();
   }
-  Result<std::vector<Megahertz>> supported_memory_clocks() override { return std::vector<Megahertz>{Megahertz(1215.0)}; }
+  Result<std::vector<Megahertz>> supported_memory_clocks() override {
+    return std::vector<Megahertz>{Megahertz(1215.0)};
+  }
   Result<std::vector<Megahertz>> supported_graphics_clocks(Megahertz) override {
     return std::vector<Megahertz>{Megahertz(1410.0), Megahertz(1005.0), Megahertz(210.0)};
   }

@@ -64,13 +64,13 @@ enum class Privilege {
 
 /// A snapshot of one simulated GPU's controllable state.
 struct GpuStatus {
-  double utilization = 0.0;         ///< 0..1
-  MilliWatts power_limit;           ///< current limit
-  Megahertz effective_sm_clock;     ///< clock the model runs at now
-  Watts power;                      ///< true power now
+  double utilization = 0.0;      ///< 0..1
+  MilliWatts power_limit;        ///< current limit
+  Megahertz effective_sm_clock;  ///< clock the model runs at now
+  Watts power;                   ///< true power now
   bool persistence = false;
   bool lost = false;
-  double work_done = 0.0;           ///< work units completed (1 unit = 1 s at full clock, util 1)
+  double work_done = 0.0;  ///< work units completed (1 unit = 1 s at full clock, util 1)
 };
 
 class Machine {

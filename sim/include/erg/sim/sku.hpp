@@ -16,14 +16,14 @@
 namespace erg::sim {
 
 struct Sku {
-  std::string_view key;   ///< Short name used in specs ("A100", "RTX6000").
-  std::string_view name;  ///< As nvmlDeviceGetName reports it.
-  unsigned arch = 0;      ///< NVML_DEVICE_ARCH_* value.
-  bool ga100_or_older = false;  ///< nvmlDeviceGetPowerUsage is instantaneous (else a 1 s average).
-  bool has_energy_counter = true;   ///< Volta and newer.
-  bool has_average_power = false;   ///< NVML_FI_DEV_POWER_AVERAGE: Ampere except GA100, and newer.
-  bool has_memory_power = false;    ///< Scope MEMORY of POWER_AVERAGE (H100 only, per Zeus).
-  bool gpu_locked_clocks = true;    ///< Volta and newer.
+  std::string_view key;               ///< Short name used in specs ("A100", "RTX6000").
+  std::string_view name;              ///< As nvmlDeviceGetName reports it.
+  unsigned arch = 0;                  ///< NVML_DEVICE_ARCH_* value.
+  bool ga100_or_older = false;        ///< nvmlDeviceGetPowerUsage is instantaneous (else a 1 s average).
+  bool has_energy_counter = true;     ///< Volta and newer.
+  bool has_average_power = false;     ///< NVML_FI_DEV_POWER_AVERAGE: Ampere except GA100, and newer.
+  bool has_memory_power = false;      ///< Scope MEMORY of POWER_AVERAGE (H100 only, per Zeus).
+  bool gpu_locked_clocks = true;      ///< Volta and newer.
   bool memory_locked_clocks = false;  ///< Ampere and newer.
   unsigned min_limit_w = 0, max_limit_w = 0, default_limit_w = 0;
   unsigned energy_period_ms = 100;  ///< Energy counter update period.
@@ -33,11 +33,11 @@ struct Sku {
   double clock_step_mhz = 15.0;
   unsigned mem_clocks_mhz[2] = {0, 0};  ///< Supported memory clocks, descending; 0 = unused slot.
   // Power model.
-  double idle_w = 0;          ///< Board power at utilization 0.
-  double active_w = 0;        ///< Clock-independent extra power of a busy GPU (memory, fabric, leakage).
-  double dynamic_w = 0;       ///< Clock-dependent power of a fully busy GPU at f_max.
-  double linear_share = 0.5;  ///< Share of dynamic power linear in the clock (the rest is cubic).
-  double memory_bound = 0.4;  ///< Fraction of a fully busy step that does not scale with the clock.
+  double idle_w = 0;                ///< Board power at utilization 0.
+  double active_w = 0;              ///< Clock-independent extra power of a busy GPU (memory, fabric, leakage).
+  double dynamic_w = 0;             ///< Clock-dependent power of a fully busy GPU at f_max.
+  double linear_share = 0.5;        ///< Share of dynamic power linear in the clock (the rest is cubic).
+  double memory_bound = 0.4;        ///< Fraction of a fully busy step that does not scale with the clock.
   double memory_power_share = 0.0;  ///< Share of board power reported in the MEMORY scope.
 };
 

@@ -13,7 +13,7 @@
 namespace erg::sim {
 
 struct GpuSpec {
-  std::string sku;  ///< Key into the SKU table ("A100", "V100", ...).
+  std::string sku;                  ///< Key into the SKU table ("A100", "V100", ...).
   std::optional<std::string> uuid;  ///< Default: derived from the position.
 };
 

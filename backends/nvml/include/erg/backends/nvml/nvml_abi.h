@@ -53,7 +53,10 @@ typedef enum nvmlReturn_enum {
 
 typedef enum nvmlEnableState_enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
 
-typedef enum nvmlTemperatureSensors_enum { NVML_TEMPERATURE_GPU = 0, NVML_TEMPERATURE_COUNT = 1 } nvmlTemperatureSensors_t;
+typedef enum nvmlTemperatureSensors_enum {
+  NVML_TEMPERATURE_GPU = 0,
+  NVML_TEMPERATURE_COUNT = 1
+} nvmlTemperatureSensors_t;
 
 typedef enum nvmlClockType_enum {
   NVML_CLOCK_GRAPHICS = 0,
@@ -124,13 +127,13 @@ typedef union nvmlValue_st {
 } nvmlValue_t;
 
 typedef struct nvmlFieldValue_st {
-  unsigned int fieldId;       /* in */
-  unsigned int scopeId;       /* in: power scope */
-  long long timestamp;        /* out: CPU µs since 1970 */
-  long long latencyUsec;      /* out */
-  nvmlValueType_t valueType;  /* out */
-  nvmlReturn_t nvmlReturn;    /* out: per-field status; value undefined unless SUCCESS */
-  nvmlValue_t value;          /* out */
+  unsigned int fieldId;      /* in */
+  unsigned int scopeId;      /* in: power scope */
+  long long timestamp;       /* out: CPU µs since 1970 */
+  long long latencyUsec;     /* out */
+  nvmlValueType_t valueType; /* out */
+  nvmlReturn_t nvmlReturn;   /* out: per-field status; value undefined unless SUCCESS */
+  nvmlValue_t value;         /* out */
 } nvmlFieldValue_t;
 
 typedef struct nvmlTemperature_v1_st {
@@ -158,7 +161,7 @@ typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t device, int val
 typedef nvmlReturn_t (*nvmlDeviceGetPowerUsage_fn)(nvmlDevice_t device, unsigned int* power);
 typedef nvmlReturn_t (*nvmlDeviceGetPowerManagementLimit_fn)(nvmlDevice_t device, unsigned int* limit);
 typedef nvmlReturn_t (*nvmlDeviceGetPowerManagementLimitConstraints_fn)(nvmlDevice_t device, unsigned int* minLimit,
-                                                                         unsigned int* maxLimit);
+                                                                        unsigned int* maxLimit);
 typedef nvmlReturn_t (*nvmlDeviceGetPowerManagementDefaultLimit_fn)(nvmlDevice_t device, unsigned int* defaultLimit);
 typedef nvmlReturn_t (*nvmlDeviceSetPowerManagementLimit_fn)(nvmlDevice_t device, unsigned int limit);
 typedef nvmlReturn_t (*nvmlDeviceGetPersistenceMode_fn)(nvmlDevice_t device, nvmlEnableState_t* mode);
@@ -179,7 +182,7 @@ typedef nvmlReturn_t (*nvmlDeviceGetTemperature_fn)(nvmlDevice_t device, nvmlTem
 typedef nvmlReturn_t (*nvmlDeviceGetTemperatureV_fn)(nvmlDevice_t device, nvmlTemperature_t* temperature);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 
 #include <cstddef>
 static_assert(sizeof(nvmlDevice_t) == 8);
