@@ -90,6 +90,56 @@ TEST(SimWindows, SerialNestedOverlappingAreExactOnVirtualClock) {
   end_and_check("serial");
 }
 
+TEST(SimWindows, ErrorsCancelRestartAndThreadsOnVirtualClock) {
+  SimGpus sim("2xA100,cpus=1", true);
+  sim::MachineClock clock(*sim.machine);
+  EnergyMonitorOptions o;
+  o.clock = &clock;
+  auto m = *EnergyMonitor::create(sim.gpus, sim.cpus, o);
+  sim.util(0, 0.7);
+  sim.advance(milliseconds(300));
+
+  ASSERT_TRUE(m->begin_window("a"));
+  auto dup = m->begin_window("a");
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().message, "Measurement window 'a' already exists");
+  auto unknown = m->end_window("b");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message, "Measurement window 'b' does not exist");
+
+  sim.advance(milliseconds(500));
+  ASSERT_TRUE(m->cancel_window("a"));
+  EXPECT_FALSE(m->end_window("a"));
+
+  ASSERT_TRUE(m->begin_window("r"));
+  sim.advance(milliseconds(2000));
+  double t0 = sim.truth(0);
+  ASSERT_TRUE(m->restart_window("r"));  // the first 2 s are dropped
+  sim.advance(milliseconds(1000));
+  auto r = m->end_window("r");
+  ASSERT_TRUE(r);
+  EXPECT_NEAR(r->time.count(), 1.0, 1e-9);
+  EXPECT_NEAR(r->gpus[0].energy.value(), sim.truth(0) - t0, 0.005);
+
+  // Eight threads begin and end their own windows while the clock moves.
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        std::string name = "t" + std::to_string(t);
+        if (!m->begin_window(name)) ++failures;
+        auto e = m->end_window(name);
+        if (!e || e->gpus[0].energy.value() < 0 || e->gpus.size() != 2) ++failures;
+      }
+    });
+  }
+  for (int i = 0; i < 20; ++i) sim.advance(milliseconds(10));
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(m->open_windows().empty());
+}
+
 TEST(SimWindows, CounterResetAndBackwardsMidWindow) {
   SimGpus sim("2xA100,cpus=0", true);
   sim::MachineClock clock(*sim.machine);

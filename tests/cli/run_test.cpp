@@ -224,6 +224,37 @@ TEST(ErgCli, BadInputIsAOneLineErrorWithNoPartialOutput) {
   ::chmod(locked.c_str(), 0700);
 }
 
+TEST(ErgCli, HelpOnEverySubcommandAndVersion) {
+  for (std::string sub : {"", "devices", "run", "energy", "power", "simulate", "simulate load"}) {
+    auto r = run_shell(erg() + " " + sub + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << sub << ": " << r.out;
+  }
+  auto v = run_shell(erg() + " --version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.out.rfind("erg ", 0), 0u);
+}
+
+TEST(ErgCli, SimulateFromEnvironmentAndJsonFile) {
+  auto env = run_shell(clean_env() + "ERG_SIMULATE=3xV100 " + erg() + " devices --json");
+  ASSERT_EQ(env.exit_code, 0) << env.err;
+  json j = json::parse(env.out);
+  EXPECT_TRUE(j["simulated"].get<bool>());
+  EXPECT_EQ(j["gpus"].size(), 3u);
+  testing::TempDir dir;
+  std::string spec = dir.path() + "/machine.json";
+  std::ofstream(spec) << R"({"gpus": [{"sku": "H100"}, {"sku": "P100"}], "cpus": [{"dram": false}, {"dram": true}]})";
+  auto file = run_shell(clean_env() + erg() + " --simulate " + shell_quote(spec) + " devices --json");
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  json f = json::parse(file.out);
+  ASSERT_EQ(f["gpus"].size(), 2u);
+  EXPECT_EQ(f["gpus"][0]["architecture"], "hopper");
+  EXPECT_FALSE(f["gpus"][1]["energy_counter"].get<bool>());
+  ASSERT_EQ(f["cpus"].size(), 2u);
+  EXPECT_FALSE(f["cpus"][0]["dram"].get<bool>());
+  EXPECT_TRUE(f["cpus"][1]["dram"].get<bool>());
+}
+
 TEST(ErgSimulate, NeedsASimulatedMachine) {
   auto r = run_shell(clean_env() + erg() + " simulate load --seconds 0.1");
   EXPECT_NE(r.exit_code, 0);
