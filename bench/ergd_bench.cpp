@@ -7,7 +7,6 @@
 // Both run in the same process, one after the other, so they see the same machine.
 
 #include <benchmark/benchmark.h>
-
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>

@@ -6,24 +6,13 @@
 
 #include <memory>
 
-#include "erg/backends/nvml/discovery.hpp"
-#include "erg/sim/machine.hpp"
-#include "erg/sim/spec.hpp"
+#include "sim_gpus.hpp"
 
 namespace {
 
 struct SimGpus {
-  std::unique_ptr<erg::sim::Machine> machine;
-  std::vector<std::shared_ptr<erg::Gpu>> gpus;
-  SimGpus() {
-    machine = std::move(*erg::sim::Machine::create_temp(*erg::sim::parse_spec("8xA100")));
-    (void)machine->export_env();
-    erg::nvml::DiscoveryOptions opts;
-    opts.cuda_visible_devices = std::optional<std::string>();
-    gpus = erg::nvml::discover(opts)->gpus;
-  }
-  static SimGpus& get() {
-    static SimGpus s;
+  static erg::bench::SimGpus& get() {
+    static erg::bench::SimGpus s = std::move(*erg::bench::sim_gpus("8xA100", 8));
     return s;
   }
 };

@@ -15,11 +15,9 @@
 #include <mutex>
 #include <thread>
 
-#include "erg/backends/nvml/discovery.hpp"
 #include "erg/measure/power_monitor.hpp"
 #include "erg/measure/timeline.hpp"
-#include "erg/sim/machine.hpp"
-#include "erg/sim/spec.hpp"
+#include "sim_gpus.hpp"
 
 namespace {
 
@@ -34,20 +32,15 @@ double thread_cpu_seconds(pthread_t t) {
 }
 
 void BM_SamplerCpu1kHz8Gpu(benchmark::State& state) {
-  auto machine = erg::sim::Machine::create_temp(*erg::sim::parse_spec("8xA100,cpus=0"));
-  if (!machine) return state.SkipWithError(machine.error().message.c_str());
-  if (auto r = (*machine)->export_env(); !r) return state.SkipWithError(r.error().message.c_str());
-  erg::nvml::DiscoveryOptions opts;
-  opts.cuda_visible_devices = std::optional<std::string>();
-  auto found = erg::nvml::discover(opts);
-  if (!found || found->gpus.size() != 8) return state.SkipWithError("simulated GPUs not found");
-  for (unsigned i = 0; i < 8; ++i) (void)(*machine)->set_utilization(i, 0.3 + 0.08 * i);
+  auto sim = erg::bench::sim_gpus("8xA100,cpus=0", 8);
+  if (!sim) return state.SkipWithError(sim.error().message.c_str());
+  for (unsigned i = 0; i < 8; ++i) (void)sim->machine->set_utilization(i, 0.3 + 0.08 * i);
   for (auto _ : state) {
     erg::measure::PowerMonitorOptions o;
     o.period = std::chrono::milliseconds(1);
     o.domains = {erg::PowerDomain::kDeviceInstant};
     o.cpus = false;
-    auto monitor = erg::measure::PowerMonitor::create(found->gpus, {}, o);
+    auto monitor = erg::measure::PowerMonitor::create(sim->gpus, {}, o);
     if (!monitor) return state.SkipWithError(monitor.error().message.c_str());
     auto cpu0 = (*monitor)->sampler_cpu_time().value_or(std::chrono::nanoseconds(0));
     auto rounds0 = (*monitor)->rounds();
@@ -100,7 +93,10 @@ void BM_SamplerBytesPerSample(benchmark::State& state) {
   // constant per-timeline overhead (object, allocator header) cancels out.
   constexpr std::size_t kSamples = 1 << 16;
   auto heap_for = [](std::size_t n) {
-    auto heap = [] { auto mi = mallinfo2(); return mi.uordblks + mi.hblkhd; };  // small + mmapped
+    auto heap = [] {
+      auto mi = mallinfo2();
+      return mi.uordblks + mi.hblkhd;
+    };  // small + mmapped
     auto before = heap();
     auto timeline = std::make_unique<erg::measure::Timeline>(n);
     for (std::size_t i = 0; i < n; ++i)

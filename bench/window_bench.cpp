@@ -8,11 +8,9 @@
 
 #include <memory>
 
-#include "erg/backends/nvml/discovery.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/sim/fake_devices.hpp"
-#include "erg/sim/machine.hpp"
-#include "erg/sim/spec.hpp"
+#include "sim_gpus.hpp"
 
 namespace {
 
@@ -38,14 +36,9 @@ void BM_WindowOverhead(benchmark::State& state) {
 BENCHMARK(BM_WindowOverhead);
 
 void BM_WindowOverheadSimNvml(benchmark::State& state) {
-  auto machine = erg::sim::Machine::create_temp(*erg::sim::parse_spec("8xA100,cpus=0"));
-  if (!machine) return state.SkipWithError(machine.error().message.c_str());
-  if (auto r = (*machine)->export_env(); !r) return state.SkipWithError(r.error().message.c_str());
-  erg::nvml::DiscoveryOptions opts;
-  opts.cuda_visible_devices = std::optional<std::string>();
-  auto found = erg::nvml::discover(opts);
-  if (!found || found->gpus.size() != 8) return state.SkipWithError("simulated GPUs not found");
-  auto monitor = erg::measure::EnergyMonitor::create(found->gpus, {});
+  auto sim = erg::bench::sim_gpus("8xA100,cpus=0", 8);
+  if (!sim) return state.SkipWithError(sim.error().message.c_str());
+  auto monitor = erg::measure::EnergyMonitor::create(sim->gpus, {});
   if (!monitor) return state.SkipWithError(monitor.error().message.c_str());
   run_windows(state, **monitor);
 }

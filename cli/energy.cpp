@@ -28,19 +28,15 @@ void add_energy_command(CLI::App& app, Context& ctx) {
     StopSignals signals;  // before any thread starts
     auto inventory = ctx.discover();
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
-    measure::EnergyMonitorOptions mo;
-    if (!opts->gpus.empty()) mo.gpu_indices = opts->gpus;
-    if (!opts->cpus.empty()) mo.cpu_indices = opts->cpus;
-    auto monitor = measure::EnergyMonitor::create(inventory->gpus, inventory->cpus, mo);
-    if (!monitor) throw CliError{kExitUsage, monitor.error().message};
+    auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus);
     const std::string window = "erg.energy";
-    if (auto r = (*monitor)->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
+    if (auto r = monitor->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
     if (!opts->json) std::cerr << "erg: measuring; press Ctrl-C to stop\n";
     std::optional<std::chrono::nanoseconds> timeout;
     if (opts->duration > 0)
       timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(opts->duration));
     signals.wait(timeout);
-    auto m = (*monitor)->end_window(window, false);
+    auto m = monitor->end_window(window, false);
     if (!m) throw CliError{kExitFailure, m.error().message};
     if (opts->json) {
       std::cout << measurement_json(*m, *inventory).dump(2) << "\n";

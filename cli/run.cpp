@@ -108,21 +108,17 @@ void add_run_command(CLI::App& app, Context& ctx) {
 
     auto inventory = ctx.discover();
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
-    measure::EnergyMonitorOptions mo;
-    if (!opts->gpus.empty()) mo.gpu_indices = opts->gpus;
-    if (!opts->cpus.empty()) mo.cpu_indices = opts->cpus;
-    auto monitor = measure::EnergyMonitor::create(inventory->gpus, inventory->cpus, mo);
-    if (!monitor) throw CliError{kExitUsage, monitor.error().message};
+    auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus);
 
     std::unique_ptr<measure::PowerMonitor> sampler;
     if (!opts->timeline.empty()) {
       measure::PowerMonitorOptions po;
-      po.gpu_indices = (*monitor)->gpu_indices();
+      po.gpu_indices = monitor->gpu_indices();
       // A fixed period, not the inferred one: inference would delay the command's start.
       po.period = std::chrono::milliseconds(50);
       std::vector<std::shared_ptr<Cpu>> cpus;
       for (auto& c : inventory->cpus)
-        for (unsigned want : (*monitor)->cpu_indices())
+        for (unsigned want : monitor->cpu_indices())
           if (c->index() == want) cpus.push_back(c);
       auto pm = measure::PowerMonitor::create(inventory->gpus, cpus, po);
       if (!pm) throw CliError{kExitFailure, pm.error().message};
@@ -135,12 +131,12 @@ void add_run_command(CLI::App& app, Context& ctx) {
 
     const std::string window = "erg.run";
     auto t0 = SteadyClock::instance().now();
-    if (auto r = (*monitor)->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
+    if (auto r = monitor->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
     SignalForwarding forwarding;
     pid_t pid = 0;
     int rc = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
     if (rc != 0) {
-      (void)(*monitor)->cancel_window(window);
+      (void)monitor->cancel_window(window);
       throw CliError{rc == ENOENT ? 127 : 126, "cannot run '" + opts->command[0] + "': " + std::strerror(rc)};
     }
     g_child = pid;
@@ -148,7 +144,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     g_child = 0;
-    auto measurement = (*monitor)->end_window(window, false);
+    auto measurement = monitor->end_window(window, false);
     auto t1 = SteadyClock::instance().now();
     if (sampler) sampler->stop();
     if (!measurement) throw CliError{kExitFailure, measurement.error().message};

@@ -8,6 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "app.hpp"
+#include "erg/core/file.hpp"
+
 namespace erg::cli {
 
 using nlohmann::json;
@@ -97,33 +100,18 @@ Result<void> check_writable(const std::string& path) {
 }
 
 Result<void> write_file_atomically(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".erg-tmp-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(errno));
-  const char* p = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(e));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return fail(ErrorCode::kIo, "cannot write " + path + ": " + std::strerror(e));
-  }
-  return ok();
+  return write_file_atomic(path, content, 0644, /*sync=*/true);
+}
+
+std::unique_ptr<measure::EnergyMonitor> make_energy_monitor(const Inventory& inventory,
+                                                            const std::vector<unsigned>& gpus,
+                                                            const std::vector<unsigned>& cpus) {
+  measure::EnergyMonitorOptions options;
+  if (!gpus.empty()) options.gpu_indices = gpus;
+  if (!cpus.empty()) options.cpu_indices = cpus;
+  auto monitor = measure::EnergyMonitor::create(inventory.gpus, inventory.cpus, options);
+  if (!monitor) throw CliError{kExitUsage, monitor.error().message};
+  return std::move(*monitor);
 }
 
 }  // namespace erg::cli

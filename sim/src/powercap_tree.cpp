@@ -8,37 +8,10 @@
 #include <cstring>
 #include <string>
 
+#include "erg/core/file.hpp"
+
 namespace erg::sim {
 namespace fs = std::filesystem;
-
-Result<void> write_file_atomic(const fs::path& path, const std::string& content, unsigned mode) {
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(reinterpret_cast<std::uintptr_t>(&content));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return fail(ErrorCode::kIo, "cannot create " + tmp.string() + ": " + std::strerror(errno));
-  ::fchmod(fd, mode);  // not subject to umask
-  const char* p = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fail(ErrorCode::kIo, "cannot write " + tmp.string() + ": " + std::strerror(e));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return fail(ErrorCode::kIo, "cannot replace " + path.string() + ": " + std::strerror(e));
-  }
-  return ok();
-}
 
 fs::path PowercapTree::zone_dir(int zone, int sub) const {
   fs::path dir = root_ / ("intel-rapl:" + std::to_string(zone));

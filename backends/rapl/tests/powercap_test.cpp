@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <limits>
 
+#include "erg/core/file.hpp"
 #include "erg/sim/powercap_tree.hpp"
 #include "temp_dir.hpp"
 
@@ -76,10 +77,10 @@ TEST(PosixSysfsReader, ReadsMissingAndReplacedFiles) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
 
-  ASSERT_TRUE(sim::write_file_atomic(file, "123\n", 0444));
+  ASSERT_TRUE(erg::write_file_atomic(file, "123\n", 0444));
   EXPECT_EQ(reader.read(file).value(), "123\n");
   // Replaced by rename: a reader that opens per read sees the new file, not the old inode.
-  ASSERT_TRUE(sim::write_file_atomic(file, "456\n", 0444));
+  ASSERT_TRUE(erg::write_file_atomic(file, "456\n", 0444));
   EXPECT_EQ(reader.read(file).value(), "456\n");
   EXPECT_EQ(read_energy_file(reader, file).value(), 456u);
 }
@@ -87,7 +88,7 @@ TEST(PosixSysfsReader, ReadsMissingAndReplacedFiles) {
 TEST(ReadEnergyFile, MalformedIsIoNamingTheFile) {
   testing::TempDir dir;
   const auto file = dir.path() / "energy_uj";
-  ASSERT_TRUE(sim::write_file_atomic(file, "garbage\n", 0444));
+  ASSERT_TRUE(erg::write_file_atomic(file, "garbage\n", 0444));
   auto r = read_energy_file(PosixSysfsReader(), file);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kIo);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "erg/core/file.hpp"
 #include "erg/sim/powercap_tree.hpp"
 #include "temp_dir.hpp"
 
@@ -219,7 +220,7 @@ TEST_F(RaplCpuTest, LaterErrorsKeepTheirCode) {
 TEST_F(RaplCpuTest, MalformedContentIsIo) {
   auto cpu = make();
   ASSERT_TRUE(cpu);
-  ASSERT_TRUE(sim::write_file_atomic(tree_.zone_dir(0) / "energy_uj", "oops\n", 0444));
+  ASSERT_TRUE(erg::write_file_atomic(tree_.zone_dir(0) / "energy_uj", "oops\n", 0444));
   auto r = (*cpu)->package_energy();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kIo);

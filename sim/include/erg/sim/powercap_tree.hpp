@@ -38,7 +38,4 @@ class PowercapTree {
   std::filesystem::path root_;
 };
 
-/// Writes `content` to `path` atomically with `mode`.
-Result<void> write_file_atomic(const std::filesystem::path& path, const std::string& content, unsigned mode);
-
 }  // namespace erg::sim

@@ -1,0 +1,46 @@
+#pragma once
+/// ergd's configuration and command line.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "erg/core/result.hpp"
+#include "erg/protocol/routes.hpp"
+
+namespace erg::daemon {
+
+inline constexpr const char* kDefaultSocketPath = "/run/ergd/ergd.sock";
+
+struct Config {
+  std::string socket_path = kDefaultSocketPath;  ///< Empty: no Unix socket.
+  unsigned socket_mode = 0660;                   ///< chmod of the socket.
+  std::optional<std::string> socket_group;       ///< chgrp of the socket (name or gid).
+  std::optional<std::string> tcp;                ///< "127.0.0.1:4938"; port 0 picks one.
+  std::set<protocol::ApiGroup> enabled = {protocol::ApiGroup::kGpuControl, protocol::ApiGroup::kGpuRead,
+                                          protocol::ApiGroup::kCpuRead};
+  /// Per group: uids/gids allowed on the Unix socket. A group with neither list admits every
+  /// peer that can connect (the socket's mode and group decide). uid 0 is always allowed.
+  std::map<protocol::ApiGroup, std::set<uid_t>> allow_uid;
+  std::map<protocol::ApiGroup, std::set<gid_t>> allow_gid;
+  std::optional<std::string> signing_key_path;  ///< HS256 key; set: TCP requests need a token.
+  double gpu_power_poll_hz = 20.0;              ///< zeusd's default.
+  double cpu_power_poll_hz = 10.0;              ///< zeusd's default.
+  std::size_t max_connections = 1024;           ///< Beyond: 503 and close.
+  /// Skip the start-up privilege check (tests that run unprivileged over fakes).
+  bool skip_privilege_check = false;
+};
+
+/// Parses ergd's command line. `--help`/`--version` print and return kNotFound with an empty
+/// message (the caller exits 0); bad flags → kInvalidArgument with CLI11's message.
+Result<Config> parse_command_line(int argc, char** argv);
+
+/// "gpu-control=1000,1001" or "1000" (all groups) → config entries. Errors name the bad token.
+Result<void> add_allow_list(Config& config, const std::string& spec, bool gids);
+
+}  // namespace erg::daemon

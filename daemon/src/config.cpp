@@ -1,0 +1,91 @@
+#include "erg/daemon/config.hpp"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <sstream>
+
+namespace erg::daemon {
+
+Result<void> add_allow_list(Config& config, const std::string& spec, bool gids) {
+  std::vector<protocol::ApiGroup> groups(std::begin(protocol::kAllApiGroups), std::end(protocol::kAllApiGroups));
+  std::string_view list = spec;
+  if (auto eq = spec.find('='); eq != std::string::npos) {
+    auto g = protocol::parse_api_group(std::string_view(spec).substr(0, eq));
+    if (!g) return fail(g.error());
+    groups = {*g};
+    list = std::string_view(spec).substr(eq + 1);
+  }
+  while (true) {
+    auto comma = list.find(',');
+    auto part = list.substr(0, comma);
+    unsigned id = 0;
+    auto r = std::from_chars(part.data(), part.data() + part.size(), id);
+    if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size())
+      return fail(ErrorCode::kInvalidArgument, "invalid id '" + std::string(part) + "' in '" + spec + "'");
+    for (auto g : groups) {
+      if (gids)
+        config.allow_gid[g].insert(static_cast<gid_t>(id));
+      else
+        config.allow_uid[g].insert(static_cast<uid_t>(id));
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return ok();
+}
+
+Result<Config> parse_command_line(int argc, char** argv) {
+  Config config;
+  CLI::App app{"ergd: the erg node daemon (zeusd-compatible HTTP API over a Unix socket, Prometheus /metrics)", "ergd"};
+  std::string mode = "0660";
+  std::vector<std::string> enable, allow_uid, allow_gid;
+  std::string signing_key;
+  app.add_option("--socket-path", config.socket_path, "Unix socket to listen on (empty: none)")
+      ->default_str(kDefaultSocketPath);
+  app.add_option("--socket-mode", mode, "Octal permissions of the socket")->default_str("0660");
+  app.add_option("--socket-group", config.socket_group, "Group (name or gid) owning the socket");
+  app.add_option("--tcp", config.tcp, "Also listen on HOST:PORT, e.g. 127.0.0.1:4938");
+  app.add_option("--enable", enable, "API groups: gpu-control,gpu-read,cpu-read (default: all)")->delimiter(',');
+  app.add_option("--allow-uid", allow_uid,
+                 "Unix socket: uids allowed, e.g. 1000 (every group) or gpu-control=1000,1001 (repeatable)");
+  app.add_option("--allow-gid", allow_gid, "Unix socket: gids allowed, like --allow-uid (repeatable)");
+  app.add_option("--signing-key-path", signing_key, "HS256 key file; TCP requests then need a bearer token");
+  app.add_option("--gpu-power-poll-hz", config.gpu_power_poll_hz, "GPU power polling rate for streams")
+      ->default_val(20.0);
+  app.add_option("--cpu-power-poll-hz", config.cpu_power_poll_hz, "CPU power polling rate for streams")
+      ->default_val(10.0);
+  app.add_option("--max-connections", config.max_connections, "Concurrent connections before 503")->default_val(1024);
+  app.set_version_flag("--version", "ergd 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return fail(ErrorCode::kNotFound, "");
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "ergd 0.1.0\n";
+    return fail(ErrorCode::kNotFound, "");
+  } catch (const CLI::ParseError& e) {
+    return fail(ErrorCode::kInvalidArgument, e.what());
+  }
+  unsigned m = 0;
+  auto r = std::from_chars(mode.data(), mode.data() + mode.size(), m, 8);
+  if (mode.empty() || r.ec != std::errc() || r.ptr != mode.data() + mode.size() || m > 0777)
+    return fail(ErrorCode::kInvalidArgument, "--socket-mode must be octal like 0660, got '" + mode + "'");
+  config.socket_mode = m;
+  if (!enable.empty()) {
+    config.enabled.clear();
+    for (const auto& e : enable) {
+      auto g = protocol::parse_api_group(e);
+      if (!g) return fail(g.error());
+      config.enabled.insert(*g);
+    }
+  }
+  for (const auto& a : allow_uid)
+    if (auto res = add_allow_list(config, a, false); !res) return fail(res.error());
+  for (const auto& a : allow_gid)
+    if (auto res = add_allow_list(config, a, true); !res) return fail(res.error());
+  if (!signing_key.empty()) config.signing_key_path = signing_key;
+  return config;
+}
+
+}  // namespace erg::daemon

@@ -1,0 +1,53 @@
+#pragma once
+// The socket layer of ergd: listeners (Unix socket, TCP), one thread per connection, HTTP/1.1
+// keep-alive via erg::protocol's parser, SO_PEERCRED, lingering close after errors.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "erg/core/result.hpp"
+#include "erg/daemon/config.hpp"
+
+namespace erg::daemon {
+
+class Daemon;
+
+class Server {
+ public:
+  Server(Daemon& daemon, const Config& config) : daemon_(daemon), config_(config) {}
+  ~Server() { stop(); }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Result<void> start();
+  void stop();
+  [[nodiscard]] std::uint16_t tcp_port() const { return tcp_port_; }
+
+ private:
+  Result<void> listen_unix();
+  Result<void> listen_tcp();
+  void accept_loop(int listen_fd, bool unix_socket);
+  void serve(int fd, bool unix_socket);
+
+  Daemon& daemon_;
+  const Config& config_;
+  int unix_fd_ = -1;
+  int tcp_fd_ = -1;
+  int wake_pipe_[2] = {-1, -1};
+  std::uint16_t tcp_port_ = 0;
+  std::vector<std::thread> acceptors_;
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::set<int> connections_;  // open connection fds, for shutdown()
+  std::size_t threads_ = 0;    // live connection threads
+};
+
+}  // namespace erg::daemon

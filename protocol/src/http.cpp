@@ -1,0 +1,361 @@
+#include "erg/protocol/http.hpp"
+
+#include <charconv>
+
+namespace erg::protocol {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+bool is_tchar(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  switch (c) {
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~': return true;
+    default: return false;
+  }
+}
+
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!is_tchar(c)) return false;
+  return true;
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+/// Field values: visible ASCII, obs-text (0x80-0xFF), SP, HTAB. No other control characters.
+bool is_field_value(std::string_view s) {
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '\t') continue;
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+/// Request target: origin-form only ("/..."), visible ASCII without spaces.
+bool is_origin_target(std::string_view s) {
+  if (s.empty() || s.front() != '/') return false;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+ParseOutcome error(int status, std::string message) {
+  ParseOutcome o;
+  o.status = ParseStatus::kError;
+  o.error_status = status;
+  o.error_message = std::move(message);
+  return o;
+}
+
+/// Finds the end of the next line starting at `pos`: returns the index of '\n', or npos.
+/// `line` excludes the line end (and a '\r' before '\n').
+std::size_t next_line(std::string_view buf, std::size_t pos, std::string_view& line) {
+  std::size_t nl = buf.find('\n', pos);
+  if (nl == std::string_view::npos) return nl;
+  std::size_t end = nl;
+  if (end > pos && buf[end - 1] == '\r') --end;
+  line = buf.substr(pos, end - pos);
+  return nl;
+}
+
+bool parse_content_length(std::string_view v, std::size_t& out) {
+  v = trim_ows(v);
+  if (v.empty()) return false;
+  for (char c : v)
+    if (c < '0' || c > '9') return false;
+  std::uint64_t n = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return false;
+  out = static_cast<std::size_t>(n);
+  return n == out;
+}
+
+bool header_has_token(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    std::size_t comma = value.find(',');
+    std::string_view part = trim_ows(value.substr(0, comma));
+    if (iequals(part, token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// Parses header lines from `pos` until the empty line. On success `pos` is past it.
+/// Returns nullopt on success, an error outcome otherwise; sets `incomplete` when more bytes
+/// are needed.
+std::optional<ParseOutcome> parse_headers(std::string_view buf, std::size_t& pos,
+                                          std::vector<std::pair<std::string, std::string>>& headers,
+                                          const HttpLimits& limits, std::size_t head_limit, bool& incomplete) {
+  incomplete = false;
+  for (;;) {
+    std::string_view line;
+    std::size_t nl = next_line(buf, pos, line);
+    if (nl == std::string_view::npos) {
+      if (buf.size() > head_limit) return error(431, "request header fields too large");
+      incomplete = true;
+      return std::nullopt;
+    }
+    if (nl + 1 > head_limit) return error(431, "request header fields too large");
+    pos = nl + 1;
+    if (line.empty()) return std::nullopt;
+    if (line.front() == ' ' || line.front() == '\t') return error(400, "obsolete header line folding");
+    std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return error(400, "malformed header line");
+    std::string_view name = line.substr(0, colon);
+    if (!is_token(name)) return error(400, "invalid header name");
+    std::string_view value = trim_ows(line.substr(colon + 1));
+    if (!is_field_value(value)) return error(400, "invalid character in header value");
+    if (headers.size() >= limits.max_headers) return error(431, "too many header fields");
+    headers.emplace_back(std::string(name), std::string(value));
+  }
+}
+
+std::optional<std::string_view> find_header(const std::vector<std::pair<std::string, std::string>>& headers,
+                                            std::string_view name) {
+  for (const auto& [k, v] : headers)
+    if (iequals(k, name)) return std::string_view(v);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string_view> HttpRequest::header(std::string_view name) const { return find_header(headers, name); }
+std::optional<std::string_view> ParsedResponse::header(std::string_view name) const {
+  return find_header(headers, name);
+}
+
+ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLimits& limits) {
+  req = HttpRequest{};
+  std::size_t pos = 0;
+  // RFC 9112 §2.2: ignore at least one empty line before the request line.
+  while (pos < buf.size() && pos < 4 && (buf[pos] == '\r' || buf[pos] == '\n')) ++pos;
+
+  std::string_view line;
+  std::size_t nl = next_line(buf, pos, line);
+  if (nl == std::string_view::npos) {
+    if (buf.size() - pos > limits.max_request_line) return error(414, "request line too long");
+    return ParseOutcome{};
+  }
+  if (line.size() > limits.max_request_line) return error(414, "request line too long");
+  std::size_t sp1 = line.find(' ');
+  std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
+      line.find(' ', sp2 + 1) != std::string_view::npos)
+    return error(400, "malformed request line");
+  std::string_view method = line.substr(0, sp1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  std::string_view version = line.substr(sp2 + 1);
+  if (!is_token(method)) return error(400, "invalid method");
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' || version[5] < '0' ||
+      version[5] > '9' || version[7] < '0' || version[7] > '9')
+    return error(400, "malformed HTTP version");
+  if (version[5] != '1') return error(505, "HTTP version not supported");
+  if (!is_origin_target(target)) return error(400, "invalid request target");
+  req.method = std::string(method);
+  req.target = std::string(target);
+  std::size_t q = target.find('?');
+  req.path = std::string(target.substr(0, q));
+  if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
+  req.version_minor = version[7] - '0';
+  pos = nl + 1;
+
+  bool incomplete = false;
+  if (auto err = parse_headers(buf, pos, req.headers, limits, limits.max_header_bytes, incomplete)) return *err;
+  if (incomplete) return ParseOutcome{};
+
+  if (req.header("Transfer-Encoding")) return error(501, "Transfer-Encoding is not supported");
+  std::size_t length = 0;
+  bool have_length = false;
+  for (const auto& [k, v] : req.headers) {
+    if (!iequals(k, "Content-Length")) continue;
+    std::size_t n = 0;
+    if (!parse_content_length(v, n)) return error(400, "invalid Content-Length");
+    if (have_length && n != length) return error(400, "conflicting Content-Length");
+    length = n;
+    have_length = true;
+  }
+  if (length > limits.max_body) return error(413, "request body too large");
+  if (buf.size() - pos < length) return ParseOutcome{};
+  req.body = std::string(buf.substr(pos, length));
+  pos += length;
+
+  auto conn = req.header("Connection");
+  if (req.version_minor == 0) {
+    req.keep_alive = conn && header_has_token(*conn, "keep-alive");
+  } else {
+    req.keep_alive = !(conn && header_has_token(*conn, "close"));
+  }
+  ParseOutcome o;
+  o.status = ParseStatus::kComplete;
+  o.consumed = pos;
+  return o;
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+std::string serialize_response(const HttpResponse& r, bool keep_alive) {
+  std::string out;
+  out.reserve(128 + r.body.size());
+  out += "HTTP/1.1 ";
+  out += std::to_string(r.status);
+  out += ' ';
+  out += reason_phrase(r.status);
+  out += "\r\n";
+  if (!r.content_type.empty()) {
+    out += "Content-Type: ";
+    out += r.content_type;
+    out += "\r\n";
+  }
+  for (const auto& [k, v] : r.headers) {
+    out += k;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
+  out += "Content-Length: ";
+  out += std::to_string(r.body.size());
+  out += "\r\n";
+  if (!keep_alive) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += r.body;
+  return out;
+}
+
+std::string serialize_stream_head(int status, std::string_view content_type) {
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason_phrase(status)) + "\r\n";
+  out += "Content-Type: ";
+  out += content_type;
+  out += "\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+  return out;
+}
+
+ParseOutcome parse_response(std::string_view buf, ParsedResponse& resp, std::size_t max_body) {
+  resp = ParsedResponse{};
+  std::string_view line;
+  std::size_t nl = next_line(buf, 0, line);
+  if (nl == std::string_view::npos) {
+    if (buf.size() > 8192) return error(400, "status line too long");
+    return ParseOutcome{};
+  }
+  // "HTTP/1.x SSS reason"
+  if (line.size() < 12 || line.substr(0, 7) != "HTTP/1." || line[8] != ' ') return error(400, "malformed status line");
+  int status = 0;
+  auto r = std::from_chars(line.data() + 9, line.data() + 12, status);
+  if (r.ec != std::errc() || r.ptr != line.data() + 12 || status < 100) return error(400, "malformed status code");
+  resp.status = status;
+  std::size_t pos = nl + 1;
+  HttpLimits limits;
+  limits.max_headers = 128;
+  bool incomplete = false;
+  if (auto err = parse_headers(buf, pos, resp.headers, limits, 64 * 1024, incomplete)) return *err;
+  if (incomplete) return ParseOutcome{};
+  auto conn = resp.header("Connection");
+  resp.keep_alive = !(conn && header_has_token(*conn, "close")) && line[7] == '1';
+  auto cl = resp.header("Content-Length");
+  if (!cl) {
+    if (resp.header("Transfer-Encoding")) return error(501, "chunked responses are not supported");
+    resp.streaming = true;
+    resp.keep_alive = false;
+    ParseOutcome o;
+    o.status = ParseStatus::kComplete;
+    o.consumed = pos;
+    return o;
+  }
+  std::size_t length = 0;
+  if (!parse_content_length(*cl, length)) return error(400, "invalid Content-Length");
+  if (length > max_body) return error(413, "response body too large");
+  if (buf.size() - pos < length) return ParseOutcome{};
+  resp.body = std::string(buf.substr(pos, length));
+  ParseOutcome o;
+  o.status = ParseStatus::kComplete;
+  o.consumed = pos + length;
+  return o;
+}
+
+bool is_valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (std::size_t k = 1; k <= n; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000)) return false;  // overlong
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace erg::protocol

@@ -1,0 +1,1 @@
+"""Compatibility layers: ``erg.compat.zeus`` mirrors Zeus's monitor API."""

@@ -1,0 +1,146 @@
+"""EnergyMonitor: named measurement windows (nested, overlapping, from any thread)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, List, Optional, Sequence, TypeVar
+
+from . import _core, _env
+from ._sync import SyncWith, make_sync
+
+Measurement = _core.Measurement
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class EnergyMonitor:
+    """Measures time and energy of named windows over GPUs and CPU packages.
+
+    Args:
+        gpu_indices: GPUs to monitor (framework indices, i.e. CUDA_VISIBLE_DEVICES order); None = all.
+        cpu_indices: CPU packages (RAPL) to monitor; None = all available.
+        approx_instant_energy: for a GPU whose counter did not move, report instant power x time.
+        sync_execution_with: "torch", "jax", "cupy", a callable ``f(gpu_indices)``, or None (no
+            synchronization; the default). "torch" without CUDA raises UnavailableError.
+        extrapolate_counters: correct for the age of ~100 ms GPU energy counters at each edge
+            (more accurate for short windows). False gives plain counter differences, as Zeus.
+        log_file: append one CSV row per ended window.
+
+    Windows are thread-safe; the GIL is released while counters are read.
+    """
+
+    def __init__(
+        self,
+        gpu_indices: Optional[Sequence[int]] = None,
+        cpu_indices: Optional[Sequence[int]] = None,
+        approx_instant_energy: bool = False,
+        sync_execution_with: SyncWith = None,
+        extrapolate_counters: bool = True,
+        log_file: Optional[str] = None,
+    ) -> None:
+        self._sync = make_sync(sync_execution_with)
+        self._m = _core.EnergyMonitor(
+            _env.inventory(),
+            list(gpu_indices) if gpu_indices is not None else None,
+            list(cpu_indices) if cpu_indices is not None else None,
+            approx_instant_energy,
+            extrapolate_counters,
+            str(log_file) if log_file is not None else None,
+        )
+        self._gpus: List[int] = list(self._m.gpu_indices)
+
+    @property
+    def gpu_indices(self) -> List[int]:
+        return list(self._gpus)
+
+    @property
+    def cpu_indices(self) -> List[int]:
+        return list(self._m.cpu_indices)
+
+    @property
+    def open_windows(self) -> List[str]:
+        return list(self._m.open_windows)
+
+    def begin_window(self, name: str, sync_execution: bool = True, restart: bool = False) -> None:
+        """Starts window ``name``. AlreadyExistsError if it is open (unless ``restart``)."""
+        if sync_execution and self._sync is not None:
+            self._sync(self._gpus)
+        self._m.begin_window(name, restart)
+
+    def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Optional[Measurement]:
+        """Ends window ``name`` and returns its Measurement (None when ``cancel``)."""
+        if sync_execution and self._sync is not None:
+            self._sync(self._gpus)
+        if cancel:
+            self._m.cancel_window(name)
+            return None
+        return self._m.end_window(name)
+
+    def cancel_window(self, name: str) -> None:
+        self._m.cancel_window(name)
+
+    def reset_windows(self) -> List[str]:
+        """Cancels every open window; returns their names."""
+        return list(self._m.reset_windows())
+
+    def window(
+        self,
+        name: Optional[str] = None,
+        sync_execution: bool = True,
+        callback: Optional[Callable[[Measurement], None]] = None,
+    ) -> "Window":
+        """``with monitor.window("step") as w: ...`` then ``w.measurement``; or a decorator
+        (``@monitor.window()``: one window per call, named after the function by default; the
+        last measurement is ``fn.last_measurement`` and each goes to ``callback``)."""
+        return Window(self, name, sync_execution, callback)
+
+
+class Window:
+    """A window as a context manager (and decorator). After the block, ``measurement`` holds the
+    result and its attributes (``time``, ``total_energy``, ``gpu_energy``...) read through. If the
+    block raises, the window is still ended and measured, and the exception propagates."""
+
+    __slots__ = ("_monitor", "name", "_sync", "_callback", "measurement")
+
+    def __init__(self, monitor: EnergyMonitor, name: Optional[str], sync: bool,
+                 callback: Optional[Callable[[Measurement], None]]) -> None:
+        self._monitor = monitor
+        self.name = name
+        self._sync = sync
+        self._callback = callback
+        self.measurement: Optional[Measurement] = None
+
+    def __enter__(self) -> "Window":
+        if self.name is None:
+            raise ValueError("a window used with 'with' needs a name")
+        self._monitor.begin_window(self.name, self._sync)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self.name is not None
+        self.measurement = self._monitor.end_window(self.name, self._sync)
+        if self._callback is not None:
+            self._callback(self.measurement)
+
+    def __getattr__(self, attr: str) -> Any:
+        m = object.__getattribute__(self, "measurement")
+        if m is None:
+            raise AttributeError(f"{attr!r}: the window has not ended yet")
+        return getattr(m, attr)
+
+    def __call__(self, fn: F) -> F:
+        name = self.name or fn.__qualname__
+        monitor, sync, callback = self._monitor, self._sync, self._callback
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            monitor.begin_window(name, sync)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                m = monitor.end_window(name, sync)
+                wrapper.last_measurement = m  # type: ignore[attr-defined]
+                if callback is not None:
+                    callback(m)
+
+        wrapper.last_measurement = None  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]

@@ -1,0 +1,216 @@
+"""EnergyMonitor windows against the simulated machine's true energy."""
+
+import threading
+import time
+
+import pytest
+
+import erg
+
+# Windows of 0.3 s or more with steady load on the simulated A100 (counter period 100 ms).
+# The native layer matches true energy within 0.01 % on windows >= 1 s; here we allow
+# for the time between reading the truth and the window edge (µs to ms on a loaded 2-core
+# machine, at up to 400 W, on windows of 0.3 s or more): 0.5 %.
+TOL = 5e-3
+
+
+def truth(machine, gpus):
+    return {g: machine.true_energy(g) for g in gpus}
+
+
+def close(a, b, tol=TOL):
+    return abs(a - b) <= tol * max(abs(b), 1e-9)
+
+
+@pytest.fixture
+def loaded(machine):
+    for g, u in enumerate([1.0, 0.5, 0.25, 0.0]):
+        machine.set_utilization(g, u)
+    time.sleep(0.25)  # let the model settle (counters update every 100 ms)
+    yield machine
+    for g in range(4):
+        machine.set_utilization(g, 0.0)
+
+
+def test_discovery(machine):
+    inv = erg.discover()
+    assert inv.simulated
+    assert [g.index for g in inv.gpus] == [0, 1, 2, 3]
+    assert all("A100" in g.name for g in inv.gpus)
+    assert len(inv.cpus) == 2
+
+
+def test_serial_nested_overlapping_windows(loaded):
+    m = loaded
+    mon = erg.EnergyMonitor()
+    gpus = mon.gpu_indices
+    t = {}
+    t["outer0"] = truth(m, gpus); mon.begin_window("outer")
+    t["a0"] = truth(m, gpus); mon.begin_window("a")
+    time.sleep(0.3)
+    t["b0"] = truth(m, gpus); mon.begin_window("b")          # b overlaps a
+    time.sleep(0.3)
+    ma = mon.end_window("a"); t["a1"] = truth(m, gpus)
+    time.sleep(0.3)
+    mb = mon.end_window("b"); t["b1"] = truth(m, gpus)
+    t["c0"] = truth(m, gpus); mon.begin_window("c")          # serial after b
+    time.sleep(0.3)
+    mc = mon.end_window("c"); t["c1"] = truth(m, gpus)
+    mo = mon.end_window("outer"); t["outer1"] = truth(m, gpus)  # nests a, b, c
+    for name, meas in [("a", ma), ("b", mb), ("c", mc), ("outer", mo)]:
+        for g in gpus:
+            want = t[name + "1"][g] - t[name + "0"][g]
+            assert close(meas.gpu_energy[g], want), (name, g, meas.gpu_energy[g], want)
+    assert 0.55 < ma.time < 0.8 and 1.1 < mo.time < 1.6
+    assert mo.total_energy >= mo.gpu_energy_total > 0
+    assert set(mo.cpu_energy) == {0, 1}
+
+
+def test_cpu_energy(machine):
+    machine.set_cpu_power(0, 60.0, 8.0)
+    time.sleep(0.05)
+    mon = erg.EnergyMonitor(gpu_indices=[])
+    c0, d0 = machine.true_cpu_energy(0), machine.true_dram_energy(0)
+    mon.begin_window("cpu")
+    time.sleep(0.3)
+    meas = mon.end_window("cpu")
+    c1, d1 = machine.true_cpu_energy(0), machine.true_dram_energy(0)
+    # The simulated powercap files are refreshed when the simulation is touched, so a RAPL
+    # window edge can lag the truth by tens of ms on a loaded 2-core machine (open item: the
+    # simulated RAPL's refresh); 15 % here.
+    assert close(meas.cpu_energy[0], c1 - c0, 0.15)
+    assert close(meas.dram_energy[0], d1 - d0, 0.15)
+
+
+def test_context_manager_and_decorator(loaded):
+    mon = erg.EnergyMonitor(gpu_indices=[0])
+    with mon.window("ctx") as w:
+        time.sleep(0.2)
+    assert w.measurement is not None and w.name == "ctx"
+    assert 0.19 < w.time < 0.5 and w.gpu_energy[0] > 0
+    assert mon.open_windows == []
+
+    with pytest.raises(RuntimeError):  # the window is ended even when the block raises
+        with mon.window("boom") as w2:
+            raise RuntimeError("x")
+    assert w2.measurement is not None and mon.open_windows == []
+
+    seen = []
+
+    @mon.window(callback=seen.append)
+    def step(x):
+        time.sleep(0.12)
+        return x * 2
+
+    assert step(3) == 6 and step(4) == 8
+    assert len(seen) == 2 and step.last_measurement is seen[-1]
+    assert seen[0].name.endswith("step") and seen[0].gpu_energy[0] > 0
+
+
+def test_exceptions(machine):
+    mon = erg.EnergyMonitor(gpu_indices=[0])
+    mon.begin_window("w")
+    with pytest.raises(erg.AlreadyExistsError, match="Measurement window 'w' already exists") as e:
+        mon.begin_window("w")
+    assert isinstance(e.value, ValueError) and isinstance(e.value, erg.ErgError)
+    assert e.value.code == "already_exists"
+    mon.begin_window("w", restart=True)
+    mon.end_window("w")
+    with pytest.raises(erg.NotFoundError, match="Measurement window 'w' does not exist"):
+        mon.end_window("w")
+    with pytest.raises(erg.InvalidArgumentError):
+        erg.EnergyMonitor(gpu_indices=[9])
+    with pytest.raises(erg.NotFoundError):
+        erg.EnergyMonitor(cpu_indices=[7])
+    assert issubclass(erg.NoPermissionError, PermissionError)
+    with pytest.raises(erg.UnavailableError, match="CUDA"):
+        pytest.importorskip("torch")
+        erg.EnergyMonitor(sync_execution_with="torch")
+    with pytest.raises(ValueError):
+        erg.EnergyMonitor(sync_execution_with="tensorflow")
+
+
+def test_sync_callable(machine):
+    calls = []
+    mon = erg.EnergyMonitor(gpu_indices=[1, 2], sync_execution_with=calls.append)
+    mon.begin_window("s")
+    mon.end_window("s")
+    mon.begin_window("t", sync_execution=False)
+    mon.end_window("t", sync_execution=False)
+    assert calls == [[1, 2], [1, 2]]
+
+
+def test_windows_from_threads(loaded):
+    mon = erg.EnergyMonitor()
+    results, errors = {}, []
+
+    def worker(k):
+        try:
+            for i in range(3):
+                mon.begin_window(f"t{k}-{i}")
+                time.sleep(0.1)
+                results[(k, i)] = mon.end_window(f"t{k}-{i}")
+            for i in range(2000):  # hammer begin/end concurrently
+                mon.begin_window(f"fast{k}")
+                mon.end_window(f"fast{k}")
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and len(results) == 18
+    p0 = loaded.power(0)
+    for meas in results.values():
+        # 100 ms windows: energy ≈ power × time within a counter period's worth of jitter
+        assert meas.gpu_energy[0] == pytest.approx(p0 * meas.time, rel=0.05)
+    assert mon.open_windows == []
+
+
+def test_gil_released_around_blocking_calls(machine):
+    """While one thread blocks in native code, another keeps running Python."""
+    ticks = 0
+    stop = False
+
+    def spin():
+        nonlocal ticks
+        while not stop:
+            ticks += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    time.sleep(0.01)
+    before = ticks
+    machine.run_work(3, 0.2, 1.0)  # blocks ~0.2 s in C++ with the GIL released
+    during = ticks - before
+    stop = True
+    th.join()
+    # With the GIL held, spin() would get no time at all during the 0.2 s call.
+    assert during > 10000
+
+
+def test_power_monitor_numpy(machine):
+    np = pytest.importorskip("numpy")
+    machine.set_utilization(0, 1.0)
+    with erg.PowerMonitor(gpu_indices=[0], period=0.01) as pm:
+        e0, t0 = machine.true_energy(0), erg.monotonic()
+        time.sleep(0.3)
+        e1, t1 = machine.true_energy(0), erg.monotonic()
+        t, w = pm.timeline(0, "device_instant", t0 - 1, t1)
+        assert isinstance(t, np.ndarray) and t.dtype == np.float64 and w.dtype == np.float64
+        assert t.flags.owndata and w.flags.owndata and t.flags.c_contiguous  # built in one copy
+        assert len(t) == len(w) >= 1 and np.all(np.diff(t) >= 0)
+        assert pm.power(0) == pytest.approx(machine.power(0), rel=0.05)
+        assert pm.energy(0, t0, t1) == pytest.approx(e1 - e0, rel=0.1)
+    machine.set_utilization(0, 0.0)
+
+
+def test_import_is_light():
+    import subprocess
+    import sys
+
+    code = "import sys, erg; print(int('numpy' in sys.modules), int('torch' in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "0"]
