@@ -5,6 +5,9 @@
 #include <iostream>
 
 #include "erg/backends/discovery.hpp"
+#ifdef ERG_WITH_DAEMON_CLIENT
+#include "erg/client/discovery.hpp"
+#endif
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
 
@@ -52,7 +55,11 @@ Result<void> Context::setup_simulation() {
 
 Result<Inventory> Context::discover() {
   if (auto r = setup_simulation(); !r) return fail(r.error());
+#ifdef ERG_WITH_DAEMON_CLIENT
+  return client::discover();  // uses ergd when ERG_DAEMON_SOCK / ZEUSD_SOCK_PATH is set
+#else
   return backends::discover();
+#endif
 }
 
 int run(int argc, char** argv) {

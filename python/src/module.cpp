@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "erg/backends/discovery.hpp"
+#ifdef ERG_WITH_DAEMON_CLIENT
+#include "erg/client/discovery.hpp"
+#endif
 #include "erg/core/device.hpp"
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
@@ -88,7 +91,6 @@ struct PyInventory {
   erg::Inventory inv;
 };
 
-
 /// Timeline → two NumPy arrays (monotonic seconds, watts), one copy out of the C++ vector.
 py::tuple to_arrays(const std::vector<erg::measure::PowerPoint>& points) {
   const auto n = static_cast<py::ssize_t>(points.size());
@@ -133,19 +135,23 @@ PYBIND11_MODULE(_core, m) {
                                return out;
                              })
       .def(
-          "total_energy",
-          [](erg::Gpu& g) { return erg::Joules(unwrap(g.total_energy())).value(); },
+          "total_energy", [](erg::Gpu& g) { return erg::Joules(unwrap(g.total_energy())).value(); },
           py::call_guard<py::gil_scoped_release>(), "Cumulative energy counter, joules.")
       .def(
-          "power", [](erg::Gpu& g, const std::string& domain) { return erg::Watts(unwrap(g.power(gpu_domain(domain)))).value(); },
+          "power",
+          [](erg::Gpu& g, const std::string& domain) {
+            return erg::Watts(unwrap(g.power(gpu_domain(domain)))).value();
+          },
           py::arg("domain") = "device_instant", py::call_guard<py::gil_scoped_release>(), "Power now, watts.")
-      .def("__repr__", [](const erg::Gpu& g) { return "<erg.Gpu " + std::to_string(g.index()) + " " + g.name() + ">"; });
+      .def("__repr__",
+           [](const erg::Gpu& g) { return "<erg.Gpu " + std::to_string(g.index()) + " " + g.name() + ">"; });
 
   py::class_<erg::Cpu, std::shared_ptr<erg::Cpu>>(m, "Cpu")
       .def_property_readonly("index", &erg::Cpu::index)
       .def_property_readonly("name", &erg::Cpu::name)
       .def_property_readonly("dram", [](const erg::Cpu& c) { return c.capabilities().dram; })
-      .def("__repr__", [](const erg::Cpu& c) { return "<erg.Cpu " + std::to_string(c.index()) + " " + c.name() + ">"; });
+      .def("__repr__",
+           [](const erg::Cpu& c) { return "<erg.Cpu " + std::to_string(c.index()) + " " + c.name() + ">"; });
 
   py::class_<erg::Unavailable>(m, "Unavailable")
       .def_readonly("source", &erg::Unavailable::source)
@@ -161,7 +167,11 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "discover",
       []() {
+#ifdef ERG_WITH_DAEMON_CLIENT
+        auto inv = unwrap(erg::client::discover());  // through ergd when ERG_DAEMON_SOCK is set
+#else
         auto inv = unwrap(erg::backends::discover());
+#endif
         return std::make_shared<PyInventory>(PyInventory{std::move(inv)});
       },
       py::call_guard<py::gil_scoped_release>(), "Discovers GPUs (NVML) and CPU packages (RAPL).");
@@ -209,14 +219,15 @@ PYBIND11_MODULE(_core, m) {
                                for (const auto& g : x.gpus) d[py::int_(g.index)] = std::string(to_string(g.source));
                                return d;
                              })
-      .def_property_readonly("errors", [](const Measurement& x) {
-        py::dict d;
-        for (const auto& g : x.gpus)
-          if (g.error) d[py::str("gpu" + std::to_string(g.index))] = g.error->message;
-        for (const auto& c : x.cpus)
-          if (c.error) d[py::str("cpu" + std::to_string(c.index))] = c.error->message;
-        return d;
-      })
+      .def_property_readonly("errors",
+                             [](const Measurement& x) {
+                               py::dict d;
+                               for (const auto& g : x.gpus)
+                                 if (g.error) d[py::str("gpu" + std::to_string(g.index))] = g.error->message;
+                               for (const auto& c : x.cpus)
+                                 if (c.error) d[py::str("cpu" + std::to_string(c.index))] = c.error->message;
+                               return d;
+                             })
       .def("__repr__", [](const Measurement& x) {
         return "Measurement(name='" + x.name + "', time=" + std::to_string(x.time.count()) +
                " s, total_energy=" + std::to_string(x.total_energy().value()) + " J)";
@@ -270,14 +281,15 @@ PYBIND11_MODULE(_core, m) {
                o.period = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(*period));
              o.max_samples = max_samples;
              py::gil_scoped_release release;
-             return unwrap(PowerMonitor::create(inv.inv.gpus, cpus ? inv.inv.cpus : std::vector<std::shared_ptr<erg::Cpu>>{},
-                                                std::move(o)));
+             return unwrap(PowerMonitor::create(
+                 inv.inv.gpus, cpus ? inv.inv.cpus : std::vector<std::shared_ptr<erg::Cpu>>{}, std::move(o)));
            }),
            py::arg("inventory"), py::arg("gpu_indices") = py::none(), py::arg("domains") = std::vector<std::string>{},
            py::arg("cpus") = true, py::arg("period") = py::none(), py::arg("max_samples") = std::size_t{1} << 18)
       .def("stop", &PowerMonitor::stop, py::call_guard<py::gil_scoped_release>())
       .def("sample_once", &PowerMonitor::sample_once, py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("period", [](const PowerMonitor& p) { return std::chrono::duration<double>(p.period()).count(); })
+      .def_property_readonly("period",
+                             [](const PowerMonitor& p) { return std::chrono::duration<double>(p.period()).count(); })
       .def_property_readonly("gpu_indices", &PowerMonitor::gpu_indices)
       .def_property_readonly("domains",
                              [](const PowerMonitor& p) {
@@ -285,7 +297,8 @@ PYBIND11_MODULE(_core, m) {
                                for (auto d : p.domains()) out.emplace_back(erg::to_string(d));
                                return out;
                              })
-      .def("sampled", [](const PowerMonitor& p, unsigned gpu, const std::string& d) { return p.sampled(gpu, gpu_domain(d)); })
+      .def("sampled",
+           [](const PowerMonitor& p, unsigned gpu, const std::string& d) { return p.sampled(gpu, gpu_domain(d)); })
       .def_property_readonly("rounds", &PowerMonitor::rounds)
       .def(
           "gpu_power",
@@ -339,8 +352,9 @@ PYBIND11_MODULE(_core, m) {
           py::arg("cpu"), py::arg("domain"), py::arg("start"), py::arg("end"))
       .def_property_readonly("stored_samples", &PowerMonitor::stored_samples);
 
-  m.def("monotonic", []() { return seconds(std::chrono::steady_clock::now().time_since_epoch()); },
-        "The monitors' clock (CLOCK_MONOTONIC), seconds.");
+  m.def(
+      "monotonic", []() { return seconds(std::chrono::steady_clock::now().time_since_epoch()); },
+      "The monitors' clock (CLOCK_MONOTONIC), seconds.");
 
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
@@ -355,8 +369,8 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("spec"))
       .def_static(
-          "attach", [](const std::filesystem::path& state) { return unwrap(Machine::attach(state)); }, py::arg("state_file"),
-          py::call_guard<py::gil_scoped_release>())
+          "attach", [](const std::filesystem::path& state) { return unwrap(Machine::attach(state)); },
+          py::arg("state_file"), py::call_guard<py::gil_scoped_release>())
       .def("export_env",
            [](const Machine& mach) {
              unwrap(mach.export_env());
@@ -380,7 +394,10 @@ PYBIND11_MODULE(_core, m) {
           "set_utilization", [](Machine& mach, unsigned gpu, double u) { unwrap(mach.set_utilization(gpu, u)); },
           py::arg("gpu"), py::arg("utilization"))
       .def(
-          "run_work", [](Machine& mach, unsigned gpu, double work, double u) { return seconds(unwrap(mach.run_work(gpu, work, u))); },
+          "run_work",
+          [](Machine& mach, unsigned gpu, double work, double u) {
+            return seconds(unwrap(mach.run_work(gpu, work, u)));
+          },
           py::arg("gpu"), py::arg("work"), py::arg("utilization") = 1.0, py::call_guard<py::gil_scoped_release>())
       .def(
           "set_cpu_power",

@@ -190,6 +190,23 @@ TEST_F(ErgdProcess, NobodyReadsRaplAndSetsLimitOnlyThroughErgd) {
   EXPECT_DOUBLE_EQ(via["limit_mw"].get<double>(), 150000.0);
 }
 
+TEST_F(ErgdProcess, ErgCommandUsesErgdWhenErgDaemonSockIsSet) {
+  auto ergd = start_ergd();
+  auto devices = [&](bool through_ergd) {
+    std::string env = through_ergd ? "ERG_DAEMON_SOCK=" + socket_ : "ERG_DAEMON_SOCK=";
+    auto r = testing::run_shell("runuser -u nobody -- env " + env + " " + ERG_CLI_PATH + " devices --json");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return json::parse(r.out, nullptr, false);
+  };
+  json alone = devices(false);
+  ASSERT_FALSE(alone.is_discarded());
+  EXPECT_TRUE(alone["cpus"].empty()) << "RAPL is root-only without ergd: " << alone.dump();
+  json via = devices(true);
+  ASSERT_FALSE(via.is_discarded());
+  ASSERT_EQ(via["cpus"].size(), 1u) << via.dump();
+  EXPECT_EQ(via["gpus"].size(), 4u) << via.dump();
+}
+
 TEST_F(ErgdProcess, UidNotAllowedForGpuControlGets403) {
   auto ergd = start_ergd({"--allow-uid", "gpu-control=4242"});
   json via = probe("160000", true);
