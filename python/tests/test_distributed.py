@@ -60,5 +60,6 @@ def test_two_rank_gloo_aggregation(machine, tmp_path):
         assert r["agg"]["world_size"] == 2
         assert r["agg"]["time"] == pytest.approx(max(r0["own_time"], r1["own_time"]))
         assert r["agg"]["gpu_energy"] == pytest.approx(r0["own_energy"] + r1["own_energy"])
-        assert r["own_energy"] == pytest.approx(r["truth"], rel=5e-3)
+        # 0.5 % plus 2 J: the truth is read from Python around the window (ms on a loaded CI box)
+        assert abs(r["own_energy"] - r["truth"]) <= 5e-3 * r["truth"] + 2.0, r
     assert r1["own_time"] > r0["own_time"]

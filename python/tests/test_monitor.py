@@ -8,18 +8,19 @@ import pytest
 import erg
 
 # Windows of 0.3 s or more with steady load on the simulated A100 (counter period 100 ms).
-# The native layer matches true energy within 0.01 % on windows >= 1 s; here we allow
-# for the time between reading the truth and the window edge (µs to ms on a loaded 2-core
-# machine, at up to 400 W, on windows of 0.3 s or more): 0.5 %.
+# The native layer matches true energy within 0.01 % on windows >= 1 s; here the truth is
+# read from Python just before or after each window edge, and on a loaded 2-core CI machine
+# that gap can reach a few ms (at up to 400 W: ~1 J per edge). So: 0.5 % plus 2 J per window.
 TOL = 5e-3
+EDGE_SLACK_J = 2.0
 
 
 def truth(machine, gpus):
     return {g: machine.true_energy(g) for g in gpus}
 
 
-def close(a, b, tol=TOL):
-    return abs(a - b) <= tol * max(abs(b), 1e-9)
+def close(a, b, tol=TOL, slack=0.0):
+    return abs(a - b) <= tol * max(abs(b), 1e-9) + slack
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def test_serial_nested_overlapping_windows(loaded):
     for name, meas in [("a", ma), ("b", mb), ("c", mc), ("outer", mo)]:
         for g in gpus:
             want = t[name + "1"][g] - t[name + "0"][g]
-            assert close(meas.gpu_energy[g], want), (name, g, meas.gpu_energy[g], want)
+            assert close(meas.gpu_energy[g], want, slack=EDGE_SLACK_J), (name, g, meas.gpu_energy[g], want)
     assert 0.55 < ma.time < 0.8 and 1.1 < mo.time < 1.6
     assert mo.total_energy >= mo.gpu_energy_total > 0
     assert set(mo.cpu_energy) == {0, 1}
@@ -194,7 +195,9 @@ def test_gil_released_around_blocking_calls(machine):
 def test_power_monitor_numpy(machine):
     np = pytest.importorskip("numpy")
     machine.set_utilization(0, 1.0)
+    time.sleep(0.25)  # the A100's power sensor updates every 100 ms: let it show the new load
     with erg.PowerMonitor(gpu_indices=[0], period=0.01) as pm:
+        time.sleep(0.05)  # a first sample
         e0, t0 = machine.true_energy(0), erg.monotonic()
         time.sleep(0.3)
         e1, t1 = machine.true_energy(0), erg.monotonic()
