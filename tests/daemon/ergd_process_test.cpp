@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,9 +83,19 @@ class ErgdProcess : public ::testing::Test {
     machine_ = std::move(*m);
     ASSERT_TRUE(machine_->export_env());
     // RAPL as the kernel ships it since CVE-2020-8694: energy_uj readable by root only.
+    // The simulation's updater replaces energy_uj every 10 ms keeping its mode; a chmod that lands
+    // between its stat and its rename is lost, so set the mode until it holds over a few updates.
     sim::PowercapTree tree(machine_->powercap_root());
-    ASSERT_TRUE(tree.set_energy_mode(0, 0400));
-    ASSERT_TRUE(tree.set_energy_mode(0, 0400, 0));
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      ASSERT_TRUE(tree.set_energy_mode(0, 0400));
+      ASSERT_TRUE(tree.set_energy_mode(0, 0400, 0));
+      std::this_thread::sleep_for(30ms);
+      struct stat pkg {
+      }, dram{};
+      ASSERT_EQ(::stat((tree.zone_dir(0) / "energy_uj").c_str(), &pkg), 0);
+      ASSERT_EQ(::stat((tree.zone_dir(0, 0) / "energy_uj").c_str(), &dram), 0);
+      if ((pkg.st_mode & 0777) == 0400 && (dram.st_mode & 0777) == 0400) break;
+    }
     ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
     ::unsetenv("CUDA_VISIBLE_DEVICES");
     ::unsetenv("ERG_DAEMON_SOCK");
