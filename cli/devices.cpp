@@ -20,6 +20,7 @@ json gpu_json(Gpu& gpu) {
   j["vendor"] = std::string(to_string(gpu.vendor()));
   j["name"] = gpu.name();
   j["uuid"] = gpu.uuid();
+  j["pci_address"] = gpu.pci_address().empty() ? json(nullptr) : json(gpu.pci_address());
   j["architecture"] = gpu.architecture();
   j["energy_counter"] = caps.energy_counter;
   auto limit = gpu.power_limit();

@@ -105,12 +105,13 @@ Result<protocol::ParsedResponse> Connection::exchange(const std::string& wire) {
 }
 
 Result<protocol::ParsedResponse> Connection::request(std::string_view method, std::string_view target) {
-  std::string wire;
-  wire.reserve(128 + target.size());
+  std::lock_guard lock(mutex_);
+  // Built into a member so a keep-alive connection allocates nothing for the request line.
+  std::string& wire = wire_;
+  wire.clear();
   wire.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: localhost\r\n");
   if (!endpoint_.token.empty()) wire.append("Authorization: Bearer ").append(endpoint_.token).append("\r\n");
   wire.append("\r\n");
-  std::lock_guard lock(mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool reused = fd_ >= 0;
     if (!reused) {

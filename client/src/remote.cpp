@@ -1,5 +1,6 @@
 #include "erg/client/remote.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -16,16 +17,34 @@ Error not_supported(const char* what) {
 
 }  // namespace
 
-std::optional<Endpoint> DaemonClient::endpoint_from_env() {
-  for (const char* var : {"ERG_DAEMON_SOCK", "ZEUSD_SOCK_PATH"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0') {
-      Endpoint e;
-      e.socket_path = v;
-      return e;
+Result<std::optional<Endpoint>> DaemonClient::endpoint_from_env() {
+  auto env = [](std::initializer_list<const char*> vars) -> std::pair<const char*, std::string> {
+    for (const char* var : vars) {
+      const char* v = std::getenv(var);
+      if (v != nullptr && *v != '\0') return {var, v};
     }
+    return {nullptr, ""};
+  };
+  Endpoint e;
+  e.token = env({"ERG_DAEMON_TOKEN", "ZEUSD_TOKEN"}).second;
+  if (auto [var, sock] = env({"ERG_DAEMON_SOCK", "ZEUSD_SOCK_PATH"}); var != nullptr) {
+    e.socket_path = sock;  // the Unix socket wins over TCP, as in Zeus's client
+    return std::optional<Endpoint>(std::move(e));
   }
-  return std::nullopt;
+  auto [var, host_port] = env({"ERG_DAEMON_HOST_PORT", "ZEUSD_HOST_PORT"});
+  if (var == nullptr) return std::optional<Endpoint>();
+  auto colon = host_port.rfind(':');
+  unsigned port = 0;
+  const char* digits = host_port.data() + (colon == std::string::npos ? 0 : colon + 1);
+  auto r = std::from_chars(digits, host_port.data() + host_port.size(), port);
+  if (colon == std::string::npos || colon == 0 || r.ec != std::errc() || r.ptr != host_port.data() + host_port.size() ||
+      port == 0 || port > 65535)
+    return fail(ErrorCode::kInvalidArgument,
+                std::string(var) + "='" + host_port + "' is not HOST:PORT (e.g. 127.0.0.1:4938)");
+  e.host = host_port.substr(0, colon);
+  if (e.host == "localhost") e.host = "127.0.0.1";  // IPv4 addresses only (ergd listens on loopback)
+  e.port = static_cast<std::uint16_t>(port);
+  return std::optional<Endpoint>(std::move(e));
 }
 
 Result<protocol::ParsedResponse> DaemonClient::checked(std::string_view method, const std::string& target) {
@@ -63,7 +82,8 @@ RemoteGpu::RemoteGpu(std::shared_ptr<DaemonClient> client, unsigned index, unsig
       index_(index),
       remote_id_(remote_id),
       name_(info.name),
-      uuid_("ergd-gpu-" + std::to_string(remote_id)) {
+      uuid_("ergd-gpu-" + std::to_string(remote_id)),
+      pci_address_(info.pci_address) {
   caps_.energy_counter = info.cumulative_energy_available;
   caps_.power_domains = {PowerDomain::kDeviceInstant};
   caps_.power_limit = true;
@@ -186,12 +206,26 @@ Inventory with_daemon(Inventory local, const Endpoint& endpoint) {
     control = control || g == "gpu-control";
     cpu_read = cpu_read || g == "cpu-read";
   }
+  // The daemon's GPU that is this local one: the same PCI address where both know it (the
+  // daemon may see a different device set or order), else the same vendor index.
+  auto daemon_gpu = [&](const Gpu& gpu) -> const protocol::DiscoverGpu* {
+    if (!gpu.pci_address().empty()) {
+      bool daemon_knows_pci = false;
+      for (const auto& d : info->gpus) {
+        if (d.pci_address == gpu.pci_address()) return &d;
+        daemon_knows_pci = daemon_knows_pci || !d.pci_address.empty();
+      }
+      if (daemon_knows_pci) return nullptr;  // not served by this daemon
+    }
+    for (const auto& d : info->gpus)
+      if (d.id == gpu.physical_index()) return &d;
+    return nullptr;
+  };
   if (!local.gpus.empty()) {
     if (control)
       for (auto& gpu : local.gpus) {
-        unsigned id = gpu->physical_index();
-        if (id < info->gpus.size())
-          gpu = std::make_shared<HybridGpu>(gpu, std::make_shared<RemoteGpu>(client, gpu->index(), id, info->gpus[id]));
+        if (const auto* d = daemon_gpu(*gpu))
+          gpu = std::make_shared<HybridGpu>(gpu, std::make_shared<RemoteGpu>(client, gpu->index(), d->id, *d));
       }
   } else {
     for (unsigned i = 0; i < info->gpus.size(); ++i)

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "fixture.hpp"
 
 namespace erg::client {
@@ -34,6 +36,7 @@ TEST(Remote, GpuOverDaemon) {
   ASSERT_EQ(inv.cpus.size(), 2u);
   Gpu& g = *inv.gpus[1];
   EXPECT_EQ(g.name(), "Fake A100");
+  EXPECT_EQ(g.pci_address(), "0000:02:00.0");  // from /discover
   EXPECT_TRUE(g.capabilities().energy_counter);
   EXPECT_FALSE(inv.gpus[3]->capabilities().energy_counter);
   EXPECT_EQ(g.total_energy()->value(), 4242.0);
@@ -77,10 +80,55 @@ TEST(Remote, HybridReadsLocallyAndSetsThroughDaemon) {
   EXPECT_EQ(inv.gpus[0]->name(), "Local");
   EXPECT_EQ(inv.gpus[0]->total_energy()->value(), 1.0);  // local read
   ASSERT_TRUE(inv.gpus[0]->set_power_limit(MilliWatts(150000.0)));
-  EXPECT_EQ(s.fake.gpus[2]->power_limit()->value(), 150000.0);  // physical index 2 on the daemon
+  EXPECT_EQ(s.fake.gpus[2]->power_limit()->value(), 150000.0);  // same PCI address (and index) on the daemon
   EXPECT_EQ(mine->power_limit()->value(), 300000.0);
   EXPECT_EQ(inv.cpus.size(), 2u);  // RAPL came from the daemon
   EXPECT_TRUE(inv.unavailable.empty());
+}
+
+TEST(Remote, HybridMatchesTheDaemonsGpuByPciAddress) {
+  Served s;
+  Inventory local;
+  // Local GPU 0 (say CUDA_VISIBLE_DEVICES=3) is the daemon's GPU 3: same PCI address.
+  auto third = std::make_shared<sim::FakeGpu>(0, true, "Local");
+  third->set_pci_address(s.fake.gpus[3]->pci_address());
+  // A local GPU the daemon does not serve is left alone (its setters stay local).
+  auto stranger = std::make_shared<sim::FakeGpu>(1, true, "Other");
+  stranger->set_pci_address("0000:aa:00.0");
+  local.gpus = {third, stranger};
+  Inventory inv = with_daemon(local, Endpoint{s.path});
+  ASSERT_EQ(inv.gpus.size(), 2u);
+  ASSERT_TRUE(inv.gpus[0]->set_power_limit(MilliWatts(150000.0)));
+  EXPECT_EQ(s.fake.gpus[3]->power_limit()->value(), 150000.0);
+  EXPECT_EQ(s.fake.gpus[0]->power_limit()->value(), 300000.0);
+  EXPECT_EQ(inv.gpus[0]->pci_address(), s.fake.gpus[3]->pci_address());
+  EXPECT_EQ(inv.gpus[1].get(), stranger.get());
+}
+
+TEST(Remote, EndpointFromTheEnvironment) {
+  for (const char* v : {"ERG_DAEMON_SOCK", "ZEUSD_SOCK_PATH", "ERG_DAEMON_HOST_PORT", "ZEUSD_HOST_PORT",
+                        "ERG_DAEMON_TOKEN", "ZEUSD_TOKEN"})
+    ::unsetenv(v);
+  EXPECT_FALSE(*DaemonClient::endpoint_from_env());
+  ::setenv("ZEUSD_HOST_PORT", "127.0.0.1:4938", 1);
+  ::setenv("ZEUSD_TOKEN", "tok", 1);
+  auto tcp = DaemonClient::endpoint_from_env();
+  ASSERT_TRUE(tcp && *tcp);
+  EXPECT_EQ((*tcp)->host, "127.0.0.1");
+  EXPECT_EQ((*tcp)->port, 4938);
+  EXPECT_EQ((*tcp)->token, "tok");
+  EXPECT_TRUE((*tcp)->socket_path.empty());
+  ::setenv("ERG_DAEMON_SOCK", "/run/ergd/ergd.sock", 1);  // the socket wins
+  auto uds = DaemonClient::endpoint_from_env();
+  EXPECT_EQ((*uds)->socket_path, "/run/ergd/ergd.sock");
+  ::unsetenv("ERG_DAEMON_SOCK");
+  for (const char* bad : {"4938", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", ":4938", "127.0.0.1:49x"}) {
+    ::setenv("ERG_DAEMON_HOST_PORT", bad, 1);
+    auto e = DaemonClient::endpoint_from_env();
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().message.find("ERG_DAEMON_HOST_PORT"), std::string::npos) << e.error().message;
+  }
+  for (const char* v : {"ERG_DAEMON_HOST_PORT", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN"}) ::unsetenv(v);
 }
 
 TEST(Remote, UnreachableDaemonIsRecorded) {

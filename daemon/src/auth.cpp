@@ -3,8 +3,12 @@
 #include <jwt.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -54,6 +58,41 @@ Result<TokenClaims> verify_token(const std::string& token, const std::string& ke
     if (*out.exp <= static_cast<std::int64_t>(std::time(nullptr))) return fail(denied("token expired"));
   }
   return out;
+}
+
+Result<std::string> read_signing_key(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(ErrorCode::kNotFound, "cannot read signing key file " + path + ": " + std::strerror(errno));
+  std::string key(std::istreambuf_iterator<char>(in), {});
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  if (key.size() < 16)
+    return fail(ErrorCode::kInvalidArgument, "signing key in " + path + " is too short (" + std::to_string(key.size()) +
+                                                 " bytes, need at least 16)");
+  return key;
+}
+
+Result<std::optional<std::int64_t>> parse_token_lifetime(std::string_view text) {
+  auto bad = [&] {
+    return fail(ErrorCode::kInvalidArgument,
+                "invalid token lifetime '" + std::string(text) + "' (expected e.g. 30m, 1h, 7d, 30d, 2w, never or 0)");
+  };
+  if (text == "never" || text == "0") return std::optional<std::int64_t>{};
+  if (text.size() < 2) return bad();
+  std::int64_t unit = 0;
+  switch (text.back()) {
+    case 's': unit = 1; break;
+    case 'm': unit = 60; break;
+    case 'h': unit = 3600; break;
+    case 'd': unit = 86400; break;
+    case 'w': unit = 7 * 86400; break;
+    default: return bad();
+  }
+  std::int64_t n = 0;
+  auto digits = text.substr(0, text.size() - 1);
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  // At most about 100 years: beyond that a lifetime is a typo, and the sum must not overflow.
+  if (r.ec != std::errc() || r.ptr != digits.data() + digits.size() || n <= 0 || n > 3'200'000'000 / unit) return bad();
+  return std::optional<std::int64_t>{n * unit};
 }
 
 Result<std::string> issue_token(const std::string& key, const TokenClaims& claims) {

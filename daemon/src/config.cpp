@@ -2,7 +2,10 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <iostream>
 #include <sstream>
+
+#include "erg/daemon/auth.hpp"
 
 namespace erg::daemon {
 
@@ -34,6 +37,42 @@ Result<void> add_allow_list(Config& config, const std::string& spec, bool gids) 
   return ok();
 }
 
+Result<TokenIssueRequest> parse_token_command_line(int argc, char** argv) {
+  TokenIssueRequest req;
+  CLI::App app{"ergd token: bearer tokens (HS256) for ergd's TCP listener", "ergd token"};
+  app.require_subcommand(1);
+  auto* issue = app.add_subcommand("issue", "Print a signed token for a user and API groups on stdout");
+  std::string scopes, expires = "never";
+  issue->add_option("--signing-key-path", req.signing_key_path, "The HS256 key file ergd serves with")->required();
+  issue->add_option("--user", req.user, "Who the token is for (its sub claim)")->required();
+  issue->add_option("--scope", scopes, "API groups it grants: gpu-control,gpu-read,cpu-read")->required();
+  issue->add_option("--expires", expires, "Lifetime: 30m, 1h, 7d, 30d, 2w, ... or never (also 0)")
+      ->default_str("never");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << (issue->parsed() ? issue->help() : app.help());
+    return fail(ErrorCode::kNotFound, "");
+  } catch (const CLI::ParseError& e) {
+    return fail(ErrorCode::kInvalidArgument, e.what());
+  }
+  if (req.user.empty()) return fail(ErrorCode::kInvalidArgument, "--user must not be empty");
+  std::string_view list = scopes;
+  while (true) {
+    auto comma = list.find(',');
+    auto name = list.substr(0, comma);
+    auto g = protocol::parse_api_group(name);
+    if (!g) return fail(g.error());
+    req.scopes.emplace_back(protocol::to_string(*g));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  auto lifetime = parse_token_lifetime(expires);
+  if (!lifetime) return fail(lifetime.error());
+  req.lifetime_s = *lifetime;
+  return req;
+}
+
 Result<Config> parse_command_line(int argc, char** argv) {
   Config config;
   CLI::App app{"ergd: the erg node daemon (zeusd-compatible HTTP API over a Unix socket, Prometheus /metrics)", "ergd"};
@@ -55,6 +94,14 @@ Result<Config> parse_command_line(int argc, char** argv) {
   app.add_option("--cpu-power-poll-hz", config.cpu_power_poll_hz, "CPU power polling rate for streams")
       ->default_val(10.0);
   app.add_option("--max-connections", config.max_connections, "Concurrent connections before 503")->default_val(1024);
+  double idle_s = 60, request_s = 10;
+  app.add_option("--idle-timeout", idle_s, "Seconds before an idle keep-alive connection is closed")
+      ->default_val(60.0)
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--request-timeout", request_s, "Seconds a request may take to arrive whole (then 408)")
+      ->default_val(10.0)
+      ->check(CLI::Range(0.1, 3600.0));
+  app.footer("Also: ergd serve [flags] (the same, as zeusd spells it); ergd token issue --help (bearer tokens).");
   app.set_version_flag("--version", "ergd 0.1.0");
   try {
     app.parse(argc, argv);
@@ -67,6 +114,8 @@ Result<Config> parse_command_line(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(ErrorCode::kInvalidArgument, e.what());
   }
+  config.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(idle_s * 1000));
+  config.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(request_s * 1000));
   unsigned m = 0;
   auto r = std::from_chars(mode.data(), mode.data() + mode.size(), m, 8);
   if (mode.empty() || r.ec != std::errc() || r.ptr != mode.data() + mode.size() || m > 0777)

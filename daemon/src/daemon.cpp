@@ -9,6 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -248,57 +250,91 @@ Reply Daemon::Impl::gpu_read(Route route, const protocol::Query& q) {
   if (route == Route::kGpuStreamPower) return Reply{empty(200), StreamSpec{true, ids}};
 
   std::map<unsigned, Error> errors;
-  json body = json::object();
-  json power = json::object();
+  if (route == Route::kGpuGetPower) {
+    json power = json::object();
+    for (unsigned id : ids) {
+      auto p = gpus[id].gpu->power(PowerDomain::kDeviceInstant);
+      if (p)
+        power[std::to_string(id)] = to_u32(p->value());
+      else
+        errors[id] = p.error();
+    }
+    return aggregate(errors, json{{"timestamp_ms", unix_ms()}, {"power_mw", power}});
+  }
+
+  // The other reads build their small body directly (the hot path of a polling client): the
+  // same bytes nlohmann::json::dump() writes, i.e. {"<id>":{<fields sorted>},...} with the ids
+  // in the order of their decimal strings.
+  if (ids.size() > 1 && ids.back() >= 10)
+    std::sort(ids.begin(), ids.end(), [](unsigned a, unsigned b) { return std::to_string(a) < std::to_string(b); });
+  std::string body;
+  body.reserve(16 + ids.size() * 64);
+  body += '{';
+  char num[24];
+  auto put_u64 = [&](std::uint64_t v) { body.append(num, std::to_chars(num, num + sizeof num, v).ptr); };
+  auto open_entry = [&](unsigned id) {
+    if (body.size() > 1) body += ',';
+    body += '"';
+    put_u64(id);
+    body += "\":{";
+  };
   for (unsigned id : ids) {
     Gpu& gpu = *gpus[id].gpu;
-    std::string key = std::to_string(id);
     switch (route) {
       case Route::kGpuGetCumulativeEnergy: {
         auto e = gpu.total_energy();
-        if (e)
-          body[key] = {{"energy_mj", to_u64(e->value())}};
-        else
+        if (!e) {
           errors[id] = e.error();
-        break;
-      }
-      case Route::kGpuGetPower: {
-        auto p = gpu.power(PowerDomain::kDeviceInstant);
-        if (p)
-          power[key] = to_u32(p->value());
-        else
-          errors[id] = p.error();
+          break;
+        }
+        open_entry(id);
+        body += "\"energy_mj\":";
+        put_u64(to_u64(e->value()));
+        body += '}';
         break;
       }
       case Route::kGpuGetPowerLimit: {
         auto p = gpu.power_limit();
-        if (p)
-          body[key] = {{"power_limit_mw", to_u32(p->value())}};
-        else
+        if (!p) {
           errors[id] = p.error();
+          break;
+        }
+        open_entry(id);
+        body += "\"power_limit_mw\":";
+        put_u64(to_u32(p->value()));
+        body += '}';
         break;
       }
       case Route::kGpuGetPowerLimitConstraints: {
         auto c = gpu.power_limit_constraints();
-        if (c)
-          body[key] = {{"min_power_limit_mw", to_u32(c->min.value())}, {"max_power_limit_mw", to_u32(c->max.value())}};
-        else
+        if (!c) {
           errors[id] = c.error();
+          break;
+        }
+        open_entry(id);
+        body += "\"max_power_limit_mw\":";
+        put_u64(to_u32(c->max.value()));
+        body += ",\"min_power_limit_mw\":";
+        put_u64(to_u32(c->min.value()));
+        body += '}';
         break;
       }
       case Route::kGpuGetPersistenceMode: {
         auto m = gpu.persistence_mode();
-        if (m)
-          body[key] = {{"enabled", *m}};
-        else
+        if (!m) {
           errors[id] = m.error();
+          break;
+        }
+        open_entry(id);
+        body += *m ? "\"enabled\":true}" : "\"enabled\":false}";
         break;
       }
       default: break;
     }
   }
-  if (route == Route::kGpuGetPower) body = {{"timestamp_ms", unix_ms()}, {"power_mw", power}};
-  return aggregate(errors, body);
+  body += '}';
+  if (!errors.empty()) return aggregate(errors, std::nullopt);
+  return Reply{{200, "application/json", std::move(body), {}}, std::nullopt};
 }
 
 Reply Daemon::Impl::cpu_read(Route route, const protocol::Query& q) {
@@ -387,7 +423,7 @@ Reply Daemon::Impl::handle(const protocol::RouteInfo& route, const protocol::Que
     case Route::kDiscover: {
       protocol::DiscoverBody b;
       for (unsigned i = 0; i < gpus.size(); ++i)
-        b.gpus.push_back({i, gpus[i].gpu->name(), "", gpus[i].energy_available});
+        b.gpus.push_back({i, gpus[i].gpu->name(), gpus[i].gpu->pci_address(), gpus[i].energy_available});
       for (unsigned i = 0; i < cpus.size(); ++i) b.cpus.push_back({i, cpus[i].cpu->capabilities().dram});
       for (ApiGroup g : protocol::kAllApiGroups)
         if (enabled(g)) b.enabled_api_groups.emplace_back(protocol::to_string(g));
@@ -491,13 +527,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
     }
   }
   if (config.signing_key_path) {
-    std::ifstream in(*config.signing_key_path, std::ios::binary);
-    if (!in) return fail(ErrorCode::kNotFound, "cannot read --signing-key-path " + *config.signing_key_path);
-    impl->signing_key.assign(std::istreambuf_iterator<char>(in), {});
-    while (!impl->signing_key.empty() && (impl->signing_key.back() == '\n' || impl->signing_key.back() == '\r'))
-      impl->signing_key.pop_back();
-    if (impl->signing_key.size() < 16)
-      return fail(ErrorCode::kInvalidArgument, "signing key is too short (need at least 16 bytes)");
+    auto key = read_signing_key(*config.signing_key_path);
+    if (!key) return fail(key.error());
+    impl->signing_key = std::move(*key);
   }
   if (!(config.gpu_power_poll_hz > 0 && config.gpu_power_poll_hz <= 1000) ||
       !(config.cpu_power_poll_hz > 0 && config.cpu_power_poll_hz <= 1000))

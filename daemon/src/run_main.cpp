@@ -1,14 +1,51 @@
 #include <signal.h>
 
 #include <cstring>
+#include <ctime>
 #include <iostream>
+#include <vector>
 
 #include "erg/backends/discovery.hpp"
+#include "erg/daemon/auth.hpp"
 #include "erg/daemon/daemon.hpp"
 
 namespace erg::daemon {
 
+namespace {
+
+int token_main(int argc, char** argv) {
+  auto req = parse_token_command_line(argc, argv);
+  if (!req) {
+    if (req.error().code == ErrorCode::kNotFound && req.error().message.empty()) return 0;
+    std::cerr << "ergd token: error: " << req.error().message << "\n";
+    return 2;
+  }
+  auto key = read_signing_key(req->signing_key_path);
+  if (!key) {
+    std::cerr << "ergd token: error: " << key.error().message << "\n";
+    return 1;
+  }
+  TokenClaims claims{req->user, req->scopes, std::nullopt};
+  if (req->lifetime_s) claims.exp = static_cast<std::int64_t>(std::time(nullptr)) + *req->lifetime_s;
+  auto token = issue_token(*key, claims);
+  if (!token) {
+    std::cerr << "ergd token: error: " << token.error().message << "\n";
+    return 1;
+  }
+  std::cout << *token << std::endl;
+  return 0;
+}
+
+}  // namespace
+
 int run_main(int argc, char** argv) {
+  // zeusd's command line: `zeusd serve [flags]` and `zeusd token issue ...`; plain `ergd [flags]`
+  // serves too.
+  if (argc > 1 && std::strcmp(argv[1], "token") == 0) return token_main(argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  if (argc > 1 && std::strcmp(argv[1], "serve") == 0) args.erase(args.begin() + 1);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   auto config = parse_command_line(argc, argv);
   if (!config) {
     if (config.error().code == ErrorCode::kNotFound && config.error().message.empty()) return 0;

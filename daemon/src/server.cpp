@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -25,11 +26,6 @@ namespace erg::daemon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A keep-alive connection may sit idle this long; a request must arrive whole within
-// kRequestTimeout of its first byte (slowloris bound).
-constexpr auto kIdleTimeout = std::chrono::seconds(60);
-constexpr auto kRequestTimeout = std::chrono::seconds(10);
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -183,6 +179,7 @@ Result<void> Server::start() {
     }
   }
   started_ = true;
+  watchdog_ = std::thread([this] { watchdog_loop(); });
   if (unix_fd_ >= 0) acceptors_.emplace_back([this] { accept_loop(unix_fd_, true); });
   if (tcp_fd_ >= 0) acceptors_.emplace_back([this] { accept_loop(tcp_fd_, false); });
   return ok();
@@ -202,9 +199,11 @@ void Server::stop() {
   acceptors_.clear();
   {
     std::unique_lock lock(mutex_);
-    for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);
+    for (const auto& [fd, deadline] : connections_) ::shutdown(fd, SHUT_RDWR);
+    watchdog_cv_.notify_all();
     idle_.wait(lock, [this] { return threads_ == 0; });
   }
+  if (watchdog_.joinable()) watchdog_.join();
   if (unix_fd_ >= 0) {
     ::close(unix_fd_);
     unix_fd_ = -1;
@@ -239,12 +238,20 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
       ::close(fd);
       continue;
     }
-    connections_.insert(fd);
+    std::shared_ptr<Deadline> deadline;
+    try {
+      deadline = std::make_shared<Deadline>(0);
+    } catch (const std::bad_alloc&) {
+      lock.unlock();
+      ::close(fd);
+      continue;
+    }
+    connections_.emplace(fd, deadline);
     ++threads_;
     lock.unlock();
     try {
-      std::thread([this, fd, unix_socket] {
-        serve(fd, unix_socket);
+      std::thread([this, fd, unix_socket, deadline] {
+        serve(fd, unix_socket, *deadline);
         std::lock_guard g(mutex_);
         connections_.erase(fd);
         ::close(fd);
@@ -259,7 +266,24 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
   }
 }
 
-void Server::serve(int fd, bool unix_socket) {
+void Server::watchdog_loop() {
+  // Checks twice per shortest timeout (at most every 500 ms): a deadline is enforced late by at
+  // most that period.
+  auto period = std::clamp(std::min(config_.idle_timeout, config_.request_timeout) / 2, std::chrono::milliseconds(10),
+                           std::chrono::milliseconds(500));
+  std::unique_lock lock(mutex_);
+  while (!stopping_.load()) {
+    watchdog_cv_.wait_for(lock, period);
+    auto now = Clock::now().time_since_epoch().count();
+    for (const auto& [fd, deadline] : connections_) {
+      auto d = deadline->load(std::memory_order_relaxed);
+      // SHUT_RD: the blocked recv returns 0; the thread can still answer 408.
+      if (d != 0 && now >= d) ::shutdown(fd, SHUT_RD);
+    }
+  }
+}
+
+void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
   Peer peer;
   peer.unix_socket = unix_socket;
   if (unix_socket) {
@@ -270,10 +294,10 @@ void Server::serve(int fd, bool unix_socket) {
       peer.gid = cred.gid;
     }
   }
-  timeval tv{1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::string buf;
   buf.reserve(4096);
+  std::string out;  // the response being sent (reused across the connection's requests)
+  out.reserve(1024);
   char chunk[16384];
   protocol::HttpRequest request;
   protocol::HttpLimits limits;
@@ -285,15 +309,21 @@ void Server::serve(int fd, bool unix_socket) {
       return;
     }
     if (outcome.status == protocol::ParseStatus::kIncomplete) {
-      auto limit = buf.empty() ? idle_since + kIdleTimeout : idle_since + kRequestTimeout;
+      auto limit = buf.empty() ? idle_since + config_.idle_timeout : idle_since + config_.request_timeout;
       if (Clock::now() >= limit) {
         if (!buf.empty()) error_and_linger(fd, 408, "request timeout");
         return;
       }
-      // Blocking recv with SO_RCVTIMEO (1 s): one syscall per request instead of poll + recv.
-      // stop() wakes it with shutdown(2).
+      // Blocking recv without a kernel timer: one syscall per request. The watchdog enforces
+      // `limit` and stop() wakes it, both with shutdown(2).
+      deadline.store(limit.time_since_epoch().count(), std::memory_order_relaxed);
       ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+      deadline.store(0, std::memory_order_relaxed);
       if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      if (n == 0 && !buf.empty() && Clock::now() >= limit && !stopping_.load()) {
+        error_and_linger(fd, 408, "request timeout");
+        return;
+      }
       if (n <= 0) return;
       if (buf.empty()) idle_since = Clock::now();
       buf.append(chunk, static_cast<std::size_t>(n));
@@ -312,7 +342,8 @@ void Server::serve(int fd, bool unix_socket) {
       return;
     }
     bool keep = request.keep_alive && !stopping_.load();
-    if (!write_all(fd, protocol::serialize_response(reply.response, keep)) || !keep) return;
+    protocol::serialize_response_to(out, reply.response, keep);
+    if (!write_all(fd, out) || !keep) return;
     idle_since = Clock::now();
   }
 }

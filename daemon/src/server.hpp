@@ -5,8 +5,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,7 +34,12 @@ class Server {
   Result<void> listen_unix();
   Result<void> listen_tcp();
   void accept_loop(int listen_fd, bool unix_socket);
-  void serve(int fd, bool unix_socket);
+  /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes).
+  /// The watchdog shuts the read side of a connection whose deadline passed, so connection
+  /// threads block in recv(2) without a per-call kernel timer (SO_RCVTIMEO arms one per wait).
+  using Deadline = std::atomic<std::int64_t>;
+  void serve(int fd, bool unix_socket, Deadline& deadline);
+  void watchdog_loop();
 
   Daemon& daemon_;
   const Config& config_;
@@ -46,8 +52,10 @@ class Server {
   bool started_ = false;
   std::mutex mutex_;
   std::condition_variable idle_;
-  std::set<int> connections_;  // open connection fds, for shutdown()
-  std::size_t threads_ = 0;    // live connection threads
+  std::condition_variable watchdog_cv_;
+  std::thread watchdog_;
+  std::map<int, std::shared_ptr<Deadline>> connections_;  // open connection fds, for shutdown()
+  std::size_t threads_ = 0;                               // live connection threads
 };
 
 }  // namespace erg::daemon

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+
+#include "erg/daemon/auth.hpp"
 #include "erg/daemon/daemon.hpp"
 
 namespace erg::daemon {
@@ -63,6 +67,78 @@ TEST(Config, CpuReadRefusedWhenRaplUnreadable) {
   Inventory inv2;
   inv2.unavailable.push_back({"rapl", ErrorCode::kNoPermission, "x"});
   EXPECT_TRUE(Daemon::create(c, std::move(inv2)));
+}
+
+Result<TokenIssueRequest> parse_token(std::vector<std::string> args) {
+  args.insert(args.begin(), {"ergd", "token"});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_token_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(Config, TimeoutFlags) {
+  auto c = parse({"--idle-timeout", "2.5", "--request-timeout", "0.5"});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->idle_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(c->request_timeout, std::chrono::milliseconds(500));
+  auto d = parse({});
+  EXPECT_EQ(d->idle_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(d->request_timeout, std::chrono::seconds(10));
+  EXPECT_FALSE(parse({"--request-timeout", "0"}));
+  EXPECT_FALSE(parse({"--idle-timeout", "-1"}));
+}
+
+TEST(Config, TokenIssueCommandLine) {
+  auto t = parse_token({"issue", "--signing-key-path", "/etc/ergd/key", "--user", "alice", "--scope",
+                        "gpu-read,cpu-read", "--expires", "7d"});
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->signing_key_path, "/etc/ergd/key");
+  EXPECT_EQ(t->user, "alice");
+  EXPECT_EQ(t->scopes, (std::vector<std::string>{"gpu-read", "cpu-read"}));
+  EXPECT_EQ(t->lifetime_s, 7 * 86400);
+  auto never = parse_token({"issue", "--signing-key-path", "k", "--user", "bob", "--scope", "gpu-control"});
+  ASSERT_TRUE(never) << never.error().message;
+  EXPECT_FALSE(never->lifetime_s);
+
+  auto bad_scope = parse_token({"issue", "--signing-key-path", "k", "--user", "u", "--scope", "gpu-read,gpu-write"});
+  ASSERT_FALSE(bad_scope);
+  EXPECT_NE(bad_scope.error().message.find("gpu-write"), std::string::npos) << bad_scope.error().message;
+  auto no_user = parse_token({"issue", "--signing-key-path", "k", "--scope", "gpu-read"});
+  ASSERT_FALSE(no_user);
+  EXPECT_NE(no_user.error().message.find("--user"), std::string::npos) << no_user.error().message;
+  EXPECT_FALSE(parse_token({}));  // a subcommand is required
+  auto bad_expiry =
+      parse_token({"issue", "--signing-key-path", "k", "--user", "u", "--scope", "gpu-read", "--expires", "1y"});
+  ASSERT_FALSE(bad_expiry);
+  EXPECT_NE(bad_expiry.error().message.find("'1y'"), std::string::npos) << bad_expiry.error().message;
+}
+
+TEST(Config, TokenLifetimes) {
+  EXPECT_EQ(*parse_token_lifetime("1h"), 3600);
+  EXPECT_EQ(*parse_token_lifetime("30d"), 30 * 86400);
+  EXPECT_EQ(*parse_token_lifetime("45s"), 45);
+  EXPECT_EQ(*parse_token_lifetime("2w"), 14 * 86400);
+  EXPECT_EQ(*parse_token_lifetime("15m"), 900);
+  EXPECT_FALSE(*parse_token_lifetime("never"));
+  EXPECT_FALSE(*parse_token_lifetime("0"));
+  for (const char* bad : {"", "h", "1", "-1h", "0h", "1.5h", "1hh", "99999999999d", "never!"})
+    EXPECT_FALSE(parse_token_lifetime(bad)) << bad;
+}
+
+TEST(Config, SigningKeyFile) {
+  std::string path = "/tmp/ergd-key-test-" + std::to_string(::getpid());
+  std::ofstream(path) << "0123456789abcdef-key\n";
+  auto key = read_signing_key(path);
+  ASSERT_TRUE(key) << key.error().message;
+  EXPECT_EQ(*key, "0123456789abcdef-key");  // trailing newline dropped
+  std::ofstream(path) << "short\n";
+  auto short_key = read_signing_key(path);
+  ASSERT_FALSE(short_key);
+  EXPECT_NE(short_key.error().message.find("too short"), std::string::npos);
+  std::remove(path.c_str());
+  auto missing = read_signing_key(path);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find(path), std::string::npos);
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ TEST(Dispatch, DiscoverAndTime) {
   ASSERT_EQ(j["gpus"].size(), 4u);
   EXPECT_EQ(j["gpus"][0]["id"], 0);
   EXPECT_EQ(j["gpus"][0]["name"], "Fake A100");
-  EXPECT_TRUE(j["gpus"][0].contains("pci_address"));
+  EXPECT_EQ(j["gpus"][0]["pci_address"], "0000:01:00.0");
+  EXPECT_EQ(j["gpus"][3]["pci_address"], "0000:04:00.0");
   EXPECT_EQ(j["gpus"][0]["cumulative_energy_available"], true);
   EXPECT_EQ(j["gpus"][3]["cumulative_energy_available"], false);
   EXPECT_EQ(j["cpus"][0]["dram_available"], true);

@@ -169,6 +169,55 @@ TEST(Server, MalformedRequestsGet4xxAndDaemonKeepsServing) {
   ::close(idle);
 }
 
+TEST(Server, SlowRequestGets408AndIdleConnectionIsClosed) {
+  std::string path = temp_socket("slow");
+  Config c;
+  c.request_timeout = std::chrono::milliseconds(300);
+  c.idle_timeout = std::chrono::milliseconds(600);
+  auto f = serve(path, c);
+  auto read_until_close = [](int fd) {
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+  };
+
+  // Half a request, then silence (slowloris): 408 once request_timeout has passed, then close.
+  int slow = connect_raw(path);
+  ASSERT_GE(slow, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::send(slow, "GET /time HTTP/1.1\r\nHo", 22, MSG_NOSIGNAL), 22);
+  std::string reply = read_until_close(slow);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  ::close(slow);
+  EXPECT_EQ(status_of(reply), 408) << reply;
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::seconds(3));
+
+  // A keep-alive connection that keeps asking stays open past idle_timeout; once silent, it is
+  // closed without a reply.
+  int fd = connect_raw(path);
+  ASSERT_GE(fd, 0);
+  const std::string req = "GET /time HTTP/1.1\r\n\r\n";
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    char buf[4096];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << "request " << i;
+    EXPECT_EQ(status_of(std::string(buf, static_cast<std::size_t>(n))), 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // 4 × 250 ms > idle_timeout
+  }
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(read_until_close(fd), "");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  ::close(fd);
+
+  // The daemon still serves.
+  EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
+}
+
 TEST(Server, ManyConcurrentClientsAllSucceed) {
   std::string path = temp_socket("conc");
   auto f = serve(path);

@@ -158,7 +158,16 @@ std::optional<std::string_view> ParsedResponse::header(std::string_view name) co
 }
 
 ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLimits& limits) {
-  req = HttpRequest{};
+  // Reset field by field so a reused request keeps its buffers (no allocation per request on a
+  // keep-alive connection).
+  req.method.clear();
+  req.target.clear();
+  req.path.clear();
+  req.query.clear();
+  req.version_minor = 1;
+  req.headers.clear();
+  req.body.clear();
+  req.keep_alive = true;
   std::size_t pos = 0;
   // RFC 9112 §2.2: ignore at least one empty line before the request line.
   while (pos < buf.size() && pos < 4 && (buf[pos] == '\r' || buf[pos] == '\n')) ++pos;
@@ -184,11 +193,11 @@ ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLim
     return error(400, "malformed HTTP version");
   if (version[5] != '1') return error(505, "HTTP version not supported");
   if (!is_origin_target(target)) return error(400, "invalid request target");
-  req.method = std::string(method);
-  req.target = std::string(target);
+  req.method.assign(method);
+  req.target.assign(target);
   std::size_t q = target.find('?');
-  req.path = std::string(target.substr(0, q));
-  if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
+  req.path.assign(target.substr(0, q));
+  if (q != std::string_view::npos) req.query.assign(target.substr(q + 1));
   req.version_minor = version[7] - '0';
   pos = nl + 1;
 
@@ -209,7 +218,7 @@ ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLim
   }
   if (length > limits.max_body) return error(413, "request body too large");
   if (buf.size() - pos < length) return ParseOutcome{};
-  req.body = std::string(buf.substr(pos, length));
+  req.body.assign(buf.substr(pos, length));
   pos += length;
 
   auto conn = req.header("Connection");
@@ -244,11 +253,13 @@ std::string_view reason_phrase(int status) {
   }
 }
 
-std::string serialize_response(const HttpResponse& r, bool keep_alive) {
-  std::string out;
+void serialize_response_to(std::string& out, const HttpResponse& r, bool keep_alive) {
+  char num[24];
+  out.clear();
   out.reserve(128 + r.body.size());
   out += "HTTP/1.1 ";
-  out += std::to_string(r.status);
+  auto st = std::to_chars(num, num + sizeof num, r.status);
+  out.append(num, st.ptr);
   out += ' ';
   out += reason_phrase(r.status);
   out += "\r\n";
@@ -264,11 +275,17 @@ std::string serialize_response(const HttpResponse& r, bool keep_alive) {
     out += "\r\n";
   }
   out += "Content-Length: ";
-  out += std::to_string(r.body.size());
+  auto len = std::to_chars(num, num + sizeof num, r.body.size());
+  out.append(num, len.ptr);
   out += "\r\n";
   if (!keep_alive) out += "Connection: close\r\n";
   out += "\r\n";
   out += r.body;
+}
+
+std::string serialize_response(const HttpResponse& r, bool keep_alive) {
+  std::string out;
+  serialize_response_to(out, r, keep_alive);
   return out;
 }
 
@@ -294,6 +311,7 @@ ParseOutcome parse_response(std::string_view buf, ParsedResponse& resp, std::siz
   auto r = std::from_chars(line.data() + 9, line.data() + 12, status);
   if (r.ec != std::errc() || r.ptr != line.data() + 12 || status < 100) return error(400, "malformed status code");
   resp.status = status;
+  resp.headers.reserve(8);  // one allocation instead of growing 1, 2, 4, ...
   std::size_t pos = nl + 1;
   HttpLimits limits;
   limits.max_headers = 128;

@@ -26,6 +26,7 @@ std::array<Sku, 6> build() {
   std::array<Sku, 6> t{};
   {
     Sku s = make("V100", "Tesla V100-PCIE-32GB", kVolta);
+    s.pci_device_id = 0x1db6;
     s.ga100_or_older = true;
     s.min_limit_w = 100, s.max_limit_w = 250, s.default_limit_w = 250;
     s.power_period_ms = 20;  // pre-Ampere boards refresh instant power every ~20 ms
@@ -36,6 +37,7 @@ std::array<Sku, 6> build() {
   }
   {
     Sku s = make("A100", "NVIDIA A100-SXM4-80GB", kAmpere);
+    s.pci_device_id = 0x20b2;
     s.ga100_or_older = true;  // GA100: instant power, no POWER_AVERAGE field
     s.memory_locked_clocks = true;
     s.min_limit_w = 100, s.max_limit_w = 400, s.default_limit_w = 400;
@@ -46,6 +48,7 @@ std::array<Sku, 6> build() {
   }
   {
     Sku s = make("H100", "NVIDIA H100 80GB HBM3", kHopper);
+    s.pci_device_id = 0x2330;
     s.has_average_power = true, s.has_memory_power = true, s.memory_locked_clocks = true;
     s.min_limit_w = 200, s.max_limit_w = 700, s.default_limit_w = 700;
     s.max_sm_mhz = 1980, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
@@ -56,6 +59,7 @@ std::array<Sku, 6> build() {
   }
   {
     Sku s = make("A40", "NVIDIA A40", kAmpere);
+    s.pci_device_id = 0x2235;
     s.has_average_power = true, s.memory_locked_clocks = true;
     s.min_limit_w = 100, s.max_limit_w = 300, s.default_limit_w = 300;
     s.max_sm_mhz = 1740, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
@@ -65,6 +69,7 @@ std::array<Sku, 6> build() {
   }
   {
     Sku s = make("RTX6000", "Quadro RTX 6000", kTuring);
+    s.pci_device_id = 0x1e30;
     s.ga100_or_older = true;
     s.min_limit_w = 100, s.max_limit_w = 260, s.default_limit_w = 260;
     s.power_period_ms = 20;
@@ -75,6 +80,7 @@ std::array<Sku, 6> build() {
   }
   {
     Sku s = make("P100", "Tesla P100-PCIE-16GB", kPascal);
+    s.pci_device_id = 0x15f8;
     s.ga100_or_older = true;
     s.has_energy_counter = false;  // nvmlDeviceGetTotalEnergyConsumption is Volta+
     s.gpu_locked_clocks = false;   // locked clocks are Volta+

@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -141,6 +143,8 @@ TEST_F(ErgdProcess, RoutesOverTheSocketChangeTheSimulatedGpu) {
   auto dj = json::parse(d->body);
   ASSERT_EQ(dj["gpus"].size(), 4u);
   EXPECT_EQ(dj["gpus"][0]["cumulative_energy_available"], true);
+  EXPECT_EQ(dj["gpus"][0]["pci_address"], "0000:07:00.0");  // from the simulated nvmlDeviceGetPciInfo_v3
+  EXPECT_EQ(dj["gpus"][3]["pci_address"], "0000:4e:00.0");
   ASSERT_EQ(dj["cpus"].size(), 1u);
   auto cons = json::parse(c.request("GET", "/gpu/get_power_limit_constraints?gpu_ids=0")->body);
   unsigned max_mw = cons["0"]["max_power_limit_mw"];
@@ -286,6 +290,70 @@ int free_port() {
   int port = ntohs(a.sin_port);
   ::close(fd);
   return port;
+}
+
+TEST_F(ErgdProcess, TokenIssuedByErgdOpensTheTcpListener) {
+  std::string key = dir_.path() + "/signing.key";
+  std::ofstream(key) << "erg-test-signing-key-0123456789\n";
+  auto issue = [&](const std::string& scope, const std::string& expires) {
+    auto r = testing::run_shell(std::string(ERGD_PATH) + " token issue --signing-key-path " + key +
+                                " --user alice --scope " + scope + " --expires " + expires);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    while (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
+    return r.out;
+  };
+  std::string reader = issue("gpu-read", "1h");
+  std::string controller = issue("gpu-control,gpu-read", "never");
+  ASSERT_EQ(std::count(reader.begin(), reader.end(), '.'), 2) << reader;  // header.claims.signature
+
+  // The same command line through `serve`, as zeusd spells it.
+  int port = free_port();
+  std::vector<std::string> args = {ERGD_PATH,
+                                   "serve",
+                                   "--socket-path",
+                                   socket_,
+                                   "--socket-mode",
+                                   "0666",
+                                   "--tcp",
+                                   "127.0.0.1:" + std::to_string(port),
+                                   "--signing-key-path",
+                                   key};
+  Child ergd(args, dir_.path() + "/ergd.log");
+  auto tcp = [&](const std::string& token) {
+    return client::Connection(client::Endpoint{"", "127.0.0.1", static_cast<std::uint16_t>(port), token});
+  };
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    auto r = tcp("").request("GET", "/time");
+    up = r && r->status == 200;
+    if (!up) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(up) << ergd.output();
+  EXPECT_EQ(tcp("").request("GET", "/gpu/get_power_limit?gpu_ids=0")->status, 401);
+  EXPECT_EQ(tcp(reader).request("GET", "/gpu/get_power_limit?gpu_ids=0")->status, 200);
+  EXPECT_EQ(tcp(reader).request("POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=300000&block=true")->status,
+            403);
+  auto set = tcp(controller).request("POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=300000&block=true");
+  EXPECT_EQ(set->status, 200) << set->body;
+  EXPECT_DOUBLE_EQ(limit_w(0), 300.0);
+  auto who = json::parse(tcp(reader).request("GET", "/auth/whoami")->body);
+  EXPECT_EQ(who["sub"], "alice");
+  EXPECT_EQ(who["scopes"], json({"gpu-read"}));
+  auto exp = who["exp"].get<std::int64_t>() - static_cast<std::int64_t>(std::time(nullptr));
+  EXPECT_GT(exp, 3500);
+  EXPECT_LE(exp, 3600);
+
+  // Bad input: a clear one-line error and exit status 2; a short key: status 1.
+  auto bad = testing::run_shell(std::string(ERGD_PATH) + " token issue --signing-key-path " + key +
+                                " --user alice --scope gpu-write");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("gpu-write"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty());
+  std::ofstream(dir_.path() + "/short.key") << "abc";
+  auto short_key = testing::run_shell(std::string(ERGD_PATH) + " token issue --signing-key-path " + dir_.path() +
+                                      "/short.key --user alice --scope gpu-read");
+  EXPECT_EQ(short_key.exit_code, 1);
+  EXPECT_NE(short_key.err.find("too short"), std::string::npos) << short_key.err;
 }
 
 TEST_F(ErgdProcess, PrometheusScrapesEnergyCounters) {

@@ -33,6 +33,7 @@ constexpr std::array kSymbolTable{
     SymbolEntry{"nvmlDeviceGetIndex", kOptional, &bind<&Symbols::nvmlDeviceGetIndex>},
     SymbolEntry{"nvmlDeviceGetName", kOptional, &bind<&Symbols::nvmlDeviceGetName>},
     SymbolEntry{"nvmlDeviceGetUUID", kOptional, &bind<&Symbols::nvmlDeviceGetUUID>},
+    SymbolEntry{"nvmlDeviceGetPciInfo_v3", kOptional, &bind<&Symbols::nvmlDeviceGetPciInfo_v3>},
     SymbolEntry{"nvmlDeviceGetArchitecture", kOptional, &bind<&Symbols::nvmlDeviceGetArchitecture>},
     SymbolEntry{"nvmlDeviceGetTotalEnergyConsumption", kOptional, &bind<&Symbols::nvmlDeviceGetTotalEnergyConsumption>},
     SymbolEntry{"nvmlDeviceGetFieldValues", kOptional, &bind<&Symbols::nvmlDeviceGetFieldValues>},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -102,6 +103,16 @@ Result<std::shared_ptr<NvmlGpu>> NvmlGpu::create(std::shared_ptr<const Library> 
       return fail(gpu->error(rc, "nvmlDeviceGetUUID"));
     }
   }  // else the UUID stays empty: unknown
+
+  if (nvml.nvmlDeviceGetPciInfo_v3 != nullptr) {
+    nvmlPciInfo_t pci{};
+    if (nvml.nvmlDeviceGetPciInfo_v3(device, &pci) == NVML_SUCCESS) {
+      // zeusd's form (lowercase domain:bus:device.function), what Linux sysfs names the device.
+      std::array<char, 32> buffer{};
+      std::snprintf(buffer.data(), buffer.size(), "%04x:%02x:%02x.0", pci.domain, pci.bus & 0xffu, pci.device & 0x1fu);
+      gpu->pci_address_ = buffer.data();
+    }
+  }  // else unknown (empty)
 
   if (nvml.nvmlDeviceGetArchitecture != nullptr) {
     nvmlDeviceArchitecture_t arch = NVML_DEVICE_ARCH_UNKNOWN;

@@ -23,6 +23,7 @@ class NvmlGpu final : public Gpu {
   [[nodiscard]] GpuVendor vendor() const override { return GpuVendor::kNvidia; }
   [[nodiscard]] const std::string& name() const override { return name_; }
   [[nodiscard]] const std::string& uuid() const override { return uuid_; }
+  [[nodiscard]] const std::string& pci_address() const override { return pci_address_; }
   [[nodiscard]] const std::string& architecture() const override { return architecture_; }
   [[nodiscard]] const GpuCapabilities& capabilities() const override { return capabilities_; }
 
@@ -71,6 +72,7 @@ class NvmlGpu final : public Gpu {
   unsigned physical_index_;
   std::string name_;
   std::string uuid_;
+  std::string pci_address_;
   std::string architecture_ = "unknown";
   unsigned architecture_id_ = NVML_DEVICE_ARCH_UNKNOWN;
   GpuCapabilities capabilities_;

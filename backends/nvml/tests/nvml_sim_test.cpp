@@ -2,11 +2,13 @@
 // libnvidia-ml.so.1 only through dlopen, as it would the real driver; erg::sim is linked for the
 // control API (create the machine, inject faults, set privilege, count calls).
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +80,10 @@ TEST_F(NvmlSim, DescribesEachGpu) {
   EXPECT_NE(gpus[2]->name().find("P100"), std::string::npos) << gpus[2]->name();
   EXPECT_EQ(gpus[0]->architecture(), "ampere");
   EXPECT_EQ(gpus[2]->architecture(), "pascal");
+  // PCI addresses from nvmlDeviceGetPciInfo_v3, lowercase as sysfs writes them.
+  EXPECT_EQ(gpus[0]->pci_address(), "0000:07:00.0");
+  EXPECT_EQ(gpus[1]->pci_address(), "0000:0f:00.0");
+  EXPECT_EQ(gpus[2]->pci_address(), "0000:47:00.0");
 
   // Energy counter: Volta and newer.
   for (unsigned i : {0u, 1u}) {
@@ -98,6 +104,33 @@ TEST_F(NvmlSim, DescribesEachGpu) {
   ASSERT_FALSE(p100_energy);
   EXPECT_EQ(p100_energy.error().code, ErrorCode::kNotSupported);
   EXPECT_NE(p100_energy.error().message.find("GPU 2"), std::string::npos) << p100_energy.error().message;
+}
+
+TEST_F(NvmlSim, PciInfoV3FillsTheVendorStruct) {
+  start("9xH100");
+  void* lib = ::dlopen(library_path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << ::dlerror();
+  auto init = reinterpret_cast<nvmlInit_v2_fn>(::dlsym(lib, "nvmlInit_v2"));
+  auto handle = reinterpret_cast<nvmlDeviceGetHandleByIndex_v2_fn>(::dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto pci_info = reinterpret_cast<nvmlDeviceGetPciInfo_v3_fn>(::dlsym(lib, "nvmlDeviceGetPciInfo_v3"));
+  auto shutdown = reinterpret_cast<nvmlShutdown_fn>(::dlsym(lib, "nvmlShutdown"));
+  ASSERT_TRUE(init && handle && pci_info && shutdown);
+  ASSERT_EQ(init(), NVML_SUCCESS);
+  nvmlDevice_t dev = nullptr;
+  ASSERT_EQ(handle(8, &dev), NVML_SUCCESS);
+  nvmlPciInfo_t pci;
+  std::memset(&pci, 0xab, sizeof pci);
+  ASSERT_EQ(pci_info(dev, &pci), NVML_SUCCESS);
+  EXPECT_EQ(pci.domain, 1u);  // the ninth GPU: next domain, first bus again
+  EXPECT_EQ(pci.bus, 0x07u);
+  EXPECT_EQ(pci.device, 0u);
+  EXPECT_EQ(pci.pciDeviceId, 0x233010deu);  // H100 SXM5, NVIDIA's vendor id in the low half
+  EXPECT_STREQ(pci.busIdLegacy, "0001:07:00.0");
+  EXPECT_STREQ(pci.busId, "00000001:07:00.0");
+  EXPECT_EQ(pci_info(dev, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(machine_->call_count(8, SimCall::kGetPciInfo).value_or(0), 2u);
+  EXPECT_EQ(shutdown(), NVML_SUCCESS);
+  ::dlclose(lib);
 }
 
 TEST_F(NvmlSim, EnergyCounterFollowsTheModel) {

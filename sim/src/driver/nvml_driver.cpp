@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -360,6 +361,23 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, 
     char buf[sizeof g.uuid + 1] = {};
     std::memcpy(buf, g.uuid, sizeof g.uuid);
     return copy_string(buf, uuid, length);
+  });
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return device_call(device, SimCall::kGetPciInfo, [&](State&, GpuState& g) {
+    if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    // The bus numbers of a DGX A100's eight GPUs, then the same again in the next PCI domain.
+    static constexpr unsigned kBus[8] = {0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd};
+    *pci = nvmlPciInfo_t{};
+    pci->domain = device->index / 8;
+    pci->bus = kBus[device->index % 8];
+    pci->device = 0;
+    pci->pciDeviceId = (detail::sku_of(g).pci_device_id << 16) | 0x10deu;
+    pci->pciSubSystemId = 0x134f10deu;
+    std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", pci->domain, pci->bus, pci->device);
+    std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", pci->domain, pci->bus, pci->device);
+    return NVML_SUCCESS;
   });
 }
 

@@ -45,6 +45,7 @@ class Connection {
   std::mutex mutex_;
   int fd_ = -1;
   std::string buf_;
+  std::string wire_;  // the request being sent (reused)
 };
 
 }  // namespace erg::client

@@ -19,9 +19,11 @@ namespace erg::client {
 class DaemonClient {
  public:
   explicit DaemonClient(Endpoint endpoint) : conn_(std::move(endpoint)) {}
-  /// The endpoint from ERG_DAEMON_SOCK, else ZEUSD_SOCK_PATH (token from ZEUSD_TOKEN); nullopt
-  /// when neither is set.
-  static std::optional<Endpoint> endpoint_from_env();
+  /// The endpoint from the environment, as Zeus's client reads it: a Unix socket from
+  /// ERG_DAEMON_SOCK or ZEUSD_SOCK_PATH, else TCP from ERG_DAEMON_HOST_PORT or ZEUSD_HOST_PORT
+  /// ("127.0.0.1:4938"); the bearer token from ERG_DAEMON_TOKEN or ZEUSD_TOKEN. nullopt when no
+  /// endpoint is set; kInvalidArgument naming the variable when HOST:PORT is malformed.
+  static Result<std::optional<Endpoint>> endpoint_from_env();
 
   Result<nlohmann::json> get(const std::string& target);
   Result<void> post(const std::string& target);
@@ -46,6 +48,7 @@ class RemoteGpu final : public Gpu {
   GpuVendor vendor() const override { return GpuVendor::kNvidia; }
   const std::string& name() const override { return name_; }
   const std::string& uuid() const override { return uuid_; }
+  const std::string& pci_address() const override { return pci_address_; }
   const std::string& architecture() const override { return arch_; }
   const GpuCapabilities& capabilities() const override { return caps_; }
 
@@ -70,7 +73,7 @@ class RemoteGpu final : public Gpu {
   std::string ids() const { return "gpu_ids=" + std::to_string(remote_id_); }
   std::shared_ptr<DaemonClient> client_;
   unsigned index_, remote_id_;
-  std::string name_, uuid_, arch_ = "unknown";
+  std::string name_, uuid_, pci_address_, arch_ = "unknown";
   GpuCapabilities caps_;
 };
 
@@ -84,6 +87,7 @@ class HybridGpu final : public Gpu {
   GpuVendor vendor() const override { return local_->vendor(); }
   const std::string& name() const override { return local_->name(); }
   const std::string& uuid() const override { return local_->uuid(); }
+  const std::string& pci_address() const override { return local_->pci_address(); }
   const std::string& architecture() const override { return local_->architecture(); }
   const GpuCapabilities& capabilities() const override { return caps_; }
   Result<MilliJoules> total_energy() override { return local_->total_energy(); }

@@ -81,6 +81,11 @@ class Gpu {
   [[nodiscard]] virtual GpuVendor vendor() const = 0;
   [[nodiscard]] virtual const std::string& name() const = 0;
   [[nodiscard]] virtual const std::string& uuid() const = 0;
+  /// PCI address "dddd:bb:dd.f" (lowercase hex, as sysfs and zeusd write it); empty when unknown.
+  [[nodiscard]] virtual const std::string& pci_address() const {
+    static const std::string unknown;
+    return unknown;
+  }
   /// Architecture name: "pascal", "volta", "ampere", ... or "unknown".
   [[nodiscard]] virtual const std::string& architecture() const = 0;
   [[nodiscard]] virtual const GpuCapabilities& capabilities() const = 0;

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -32,6 +33,10 @@ struct Config {
   double gpu_power_poll_hz = 20.0;              ///< zeusd's default.
   double cpu_power_poll_hz = 10.0;              ///< zeusd's default.
   std::size_t max_connections = 1024;           ///< Beyond: 503 and close.
+  /// A keep-alive connection with no request in progress is closed after this long.
+  std::chrono::milliseconds idle_timeout{60'000};
+  /// A request must arrive whole within this long of its first byte, else 408 (slowloris bound).
+  std::chrono::milliseconds request_timeout{10'000};
   /// Skip the start-up privilege check (tests that run unprivileged over fakes).
   bool skip_privilege_check = false;
 };
@@ -39,6 +44,18 @@ struct Config {
 /// Parses ergd's command line. `--help`/`--version` print and return kNotFound with an empty
 /// message (the caller exits 0); bad flags → kInvalidArgument with CLI11's message.
 Result<Config> parse_command_line(int argc, char** argv);
+
+/// `ergd token issue --signing-key-path P --user U --scope g1,g2 [--expires 1h|7d|30d|never]`.
+struct TokenIssueRequest {
+  std::string signing_key_path;
+  std::string user;                        ///< The token's sub claim.
+  std::vector<std::string> scopes;         ///< API group names, validated.
+  std::optional<std::int64_t> lifetime_s;  ///< nullopt: the token never expires.
+};
+
+/// Parses `ergd token ...` (argv[0] "ergd", argv[1] "token"). Same conventions as
+/// parse_command_line: --help → kNotFound with an empty message.
+Result<TokenIssueRequest> parse_token_command_line(int argc, char** argv);
 
 /// "gpu-control=1000,1001" or "1000" (all groups) → config entries. Errors name the bad token.
 Result<void> add_allow_list(Config& config, const std::string& spec, bool gids);

@@ -71,6 +71,8 @@ struct HttpResponse {
 /// "HTTP/1.1 <status> <reason>\r\n" + headers + Content-Length + body. `keep_alive` false adds
 /// "Connection: close".
 std::string serialize_response(const HttpResponse& response, bool keep_alive);
+/// The same into `out` (replacing its contents, keeping its capacity).
+void serialize_response_to(std::string& out, const HttpResponse& response, bool keep_alive);
 
 /// The head of a streamed (Server-Sent Events) response: no Content-Length; the connection
 /// closes when the stream ends.

@@ -11,10 +11,20 @@
 
 namespace erg::sim {
 
+/// "0000:01:00.0" for fake GPU 0, "0000:02:00.0" for 1, ...
+inline std::string fake_pci_address(unsigned index) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  unsigned bus = (index + 1) & 0xffu;
+  return std::string("0000:") + kHex[bus >> 4] + kHex[bus & 15] + ":00.0";
+}
+
 class FakeGpu final : public Gpu {
  public:
   FakeGpu(unsigned index, bool energy_counter = true, std::string name = "Fake GPU")
-      : index_(index), name_(std::move(name)), uuid_("GPU-fake-" + std::to_string(index)) {
+      : index_(index),
+        name_(std::move(name)),
+        uuid_("GPU-fake-" + std::to_string(index)),
+        pci_address_(fake_pci_address(index)) {
     caps_.energy_counter = energy_counter;
     caps_.power_domains = {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage};
     caps_.power_limit = true;
@@ -37,6 +47,9 @@ class FakeGpu final : public Gpu {
   GpuVendor vendor() const override { return GpuVendor::kNvidia; }
   const std::string& name() const override { return name_; }
   const std::string& uuid() const override { return uuid_; }
+  const std::string& pci_address() const override { return pci_address_; }
+  /// Set before the GPU is shared between threads.
+  void set_pci_address(std::string address) { pci_address_ = std::move(address); }
   const std::string& architecture() const override { return arch_; }
   const GpuCapabilities& capabilities() const override { return caps_; }
 
@@ -83,6 +96,7 @@ class FakeGpu final : public Gpu {
   unsigned index_;
   std::string name_;
   std::string uuid_;
+  std::string pci_address_;
   std::string arch_ = "ampere";
   GpuCapabilities caps_;
   std::atomic<double> energy_mj_{0.0};

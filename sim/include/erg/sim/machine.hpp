@@ -52,6 +52,7 @@ enum class SimCall : int {
   kResetMemoryLockedClocks,
   kGetTemperature,
   kGetHandle,
+  kGetPciInfo,
   kCount
 };
 

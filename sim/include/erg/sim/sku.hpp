@@ -19,6 +19,7 @@ struct Sku {
   std::string_view key;               ///< Short name used in specs ("A100", "RTX6000").
   std::string_view name;              ///< As nvmlDeviceGetName reports it.
   unsigned arch = 0;                  ///< NVML_DEVICE_ARCH_* value.
+  unsigned pci_device_id = 0;         ///< PCI device id (vendor 0x10de), as lspci -n shows it.
   bool ga100_or_older = false;        ///< nvmlDeviceGetPowerUsage is instantaneous (else a 1 s average).
   bool has_energy_counter = true;     ///< Volta and newer.
   bool has_average_power = false;     ///< NVML_FI_DEV_POWER_AVERAGE: Ampere except GA100, and newer.

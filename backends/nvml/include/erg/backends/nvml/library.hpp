@@ -31,6 +31,7 @@ struct Symbols {
   nvmlDeviceGetIndex_fn nvmlDeviceGetIndex = nullptr;
   nvmlDeviceGetName_fn nvmlDeviceGetName = nullptr;
   nvmlDeviceGetUUID_fn nvmlDeviceGetUUID = nullptr;
+  nvmlDeviceGetPciInfo_v3_fn nvmlDeviceGetPciInfo_v3 = nullptr;
   nvmlDeviceGetArchitecture_fn nvmlDeviceGetArchitecture = nullptr;
   nvmlDeviceGetTotalEnergyConsumption_fn nvmlDeviceGetTotalEnergyConsumption = nullptr;
   nvmlDeviceGetFieldValues_fn nvmlDeviceGetFieldValues = nullptr;

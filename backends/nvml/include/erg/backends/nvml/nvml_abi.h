@@ -105,6 +105,8 @@ typedef unsigned char nvmlPowerScopeType_t;
 #define NVML_DEVICE_UUID_BUFFER_SIZE 80
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
 
 /* Field IDs (nvmlDeviceGetFieldValues). */
 #define NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION 83
@@ -136,6 +138,16 @@ typedef struct nvmlFieldValue_st {
   nvmlValue_t value;         /* out */
 } nvmlFieldValue_t;
 
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "%04X:%02X:%02X.0" */
+  unsigned int domain;                                     /* 0..0xffffffff */
+  unsigned int bus;                                        /* 0..0xff */
+  unsigned int device;                                     /* 0..31 */
+  unsigned int pciDeviceId;                                /* 16-bit device id << 16 | 16-bit vendor id */
+  unsigned int pciSubSystemId;                             /* 32-bit sub-system id */
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];          /* "%08X:%02X:%02X.0" */
+} nvmlPciInfo_t;
+
 typedef struct nvmlTemperature_v1_st {
   unsigned int version; /* nvmlTemperature_v1 */
   nvmlTemperatureSensors_t sensorType;
@@ -155,6 +167,7 @@ typedef nvmlReturn_t (*nvmlDeviceGetHandleByUUID_fn)(const char* uuid, nvmlDevic
 typedef nvmlReturn_t (*nvmlDeviceGetIndex_fn)(nvmlDevice_t device, unsigned int* index);
 typedef nvmlReturn_t (*nvmlDeviceGetName_fn)(nvmlDevice_t device, char* name, unsigned int length);
 typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t device, char* uuid, unsigned int length);
+typedef nvmlReturn_t (*nvmlDeviceGetPciInfo_v3_fn)(nvmlDevice_t device, nvmlPciInfo_t* pci);
 typedef nvmlReturn_t (*nvmlDeviceGetArchitecture_fn)(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch);
 typedef nvmlReturn_t (*nvmlDeviceGetTotalEnergyConsumption_fn)(nvmlDevice_t device, unsigned long long* energy);
 typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values);
@@ -196,6 +209,13 @@ static_assert(offsetof(nvmlFieldValue_t, latencyUsec) == 16);
 static_assert(offsetof(nvmlFieldValue_t, valueType) == 24);
 static_assert(offsetof(nvmlFieldValue_t, nvmlReturn) == 28);
 static_assert(offsetof(nvmlFieldValue_t, value) == 32);
+static_assert(sizeof(nvmlPciInfo_t) == 68 && alignof(nvmlPciInfo_t) == 4);
+static_assert(offsetof(nvmlPciInfo_t, domain) == 16);
+static_assert(offsetof(nvmlPciInfo_t, bus) == 20);
+static_assert(offsetof(nvmlPciInfo_t, device) == 24);
+static_assert(offsetof(nvmlPciInfo_t, pciDeviceId) == 28);
+static_assert(offsetof(nvmlPciInfo_t, pciSubSystemId) == 32);
+static_assert(offsetof(nvmlPciInfo_t, busId) == 36);
 static_assert(sizeof(nvmlTemperature_t) == 12);
 static_assert(offsetof(nvmlTemperature_t, temperature) == 8);
 static_assert(sizeof(nvmlPowerScopeType_t) == 1);
