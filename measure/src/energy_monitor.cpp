@@ -39,6 +39,9 @@ struct CpuCounter {
   std::optional<Error> error;
 };
 
+// Ended windows' map nodes kept for reuse: enough for the usual nesting of a few windows.
+constexpr std::size_t kSpareWindowNodes = 8;
+
 struct WindowState {
   std::chrono::nanoseconds start{0};
   std::chrono::nanoseconds start_wall{0};
@@ -79,17 +82,23 @@ struct EnergyMonitor::Impl {
   int log_fd = -1;
 
   mutable std::mutex mu;
-  std::map<std::string, WindowState> windows;
+  using Windows = std::map<std::string, WindowState>;
+  Windows windows;
+  // Under mu: map nodes of ended windows, reused by the next begin_window (their vectors and
+  // name keep their capacity), and the end edge's readings. A window edge in steady state
+  // allocates nothing but the Measurement it returns.
+  std::vector<Windows::node_type> spare_nodes;
+  WindowState end_scratch;
 
   ~Impl() {
     if (log_fd >= 0) ::close(log_fd);
   }
 
-  /// Reads every counter once (under mu) into `state`-shaped vectors.
-  void read_counters(WindowState& s) {
+  /// Reads every counter once (under mu) into `state`-shaped vectors. `wall`: the clock's wall
+  /// time now (for the age of GPU counters).
+  void read_counters(WindowState& s, std::chrono::nanoseconds wall) {
     s.gpu_mj.resize(gpus.size());
     s.gpu_anomalies.resize(gpus.size());
-    const auto wall = clock->wall_now();
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       auto& g = gpus[i];
       double extra_mj = 0.0;
@@ -103,7 +112,7 @@ struct EnergyMonitor::Impl {
           if (options.extrapolate_counters && r->updated_at && r->power) {
             const auto cap = g.period.value_or(std::chrono::milliseconds(100));
             auto age = std::clamp<std::chrono::nanoseconds>(wall - *r->updated_at, std::chrono::nanoseconds(0), cap);
-            extra_mj = r->power->value() * std::chrono::duration<double>(age).count();
+            extra_mj = r->power->value() * (static_cast<double>(age.count()) * 1e-9);
           }
         } else {
           g.error = r.error();
@@ -137,8 +146,9 @@ struct EnergyMonitor::Impl {
     }
   }
 
+  bool syncs(bool sync) const { return sync && options.sync && !gpu_indices.empty(); }
   void sync_if(bool sync) {
-    if (sync && options.sync && !gpu_indices.empty()) options.sync(gpu_indices);
+    if (syncs(sync)) options.sync(gpu_indices);
   }
 
   void write_log_row(const Measurement& m) {
@@ -262,20 +272,33 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
 }
 
 Result<void> EnergyMonitor::begin_window(const std::string& name, bool sync, bool restart) {
-  {
-    std::lock_guard lock(impl_->mu);
-    if (!restart && impl_->windows.count(name))
-      return fail(ErrorCode::kAlreadyExists, "Measurement window '" + name + "' already exists");
+  if (impl_->syncs(sync)) {
+    {  // fail before waiting for the devices
+      std::lock_guard lock(impl_->mu);
+      if (!restart && impl_->windows.count(name))
+        return fail(ErrorCode::kAlreadyExists, "Measurement window '" + name + "' already exists");
+    }
+    impl_->sync_if(sync);
   }
-  impl_->sync_if(sync);
   std::lock_guard lock(impl_->mu);
-  if (!restart && impl_->windows.count(name))
+  auto& windows = impl_->windows;
+  auto it = windows.find(name);
+  if (it != windows.end() && !restart)
     return fail(ErrorCode::kAlreadyExists, "Measurement window '" + name + "' already exists");
-  WindowState s;
+  if (it == windows.end()) {
+    if (!impl_->spare_nodes.empty()) {
+      auto node = std::move(impl_->spare_nodes.back());
+      impl_->spare_nodes.pop_back();
+      node.key() = name;
+      it = windows.insert(std::move(node)).position;
+    } else {
+      it = windows.emplace(name, WindowState{}).first;
+    }
+  }
+  WindowState& s = it->second;
   s.start_wall = impl_->clock->wall_now();
   s.start = impl_->clock->now();
-  impl_->read_counters(s);
-  impl_->windows[name] = std::move(s);
+  impl_->read_counters(s, s.start_wall);
   return ok();
 }
 
@@ -299,14 +322,15 @@ std::vector<std::string> EnergyMonitor::reset_windows() {
 }
 
 Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync) {
-  {
-    std::lock_guard lock(impl_->mu);
+  if (impl_->syncs(sync) || impl_->options.approx_instant_energy) {
+    std::lock_guard lock(impl_->mu);  // fail before reading power or waiting for the devices
     if (!impl_->windows.count(name))
       return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
   }
   // Instant power is read before synchronizing, as Zeus does, so it reflects the work.
-  std::vector<std::optional<Watts>> instant(impl_->gpus.size());
+  std::vector<std::optional<Watts>> instant;
   if (impl_->options.approx_instant_energy) {
+    instant.resize(impl_->gpus.size());
     for (std::size_t i = 0; i < impl_->gpus.size(); ++i) {
       auto p = impl_->gpus[i].gpu->power(PowerDomain::kDeviceInstant);
       if (p) instant[i] = Watts(*p);
@@ -315,17 +339,18 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
   impl_->sync_if(sync);
 
   Measurement m;
-  WindowState start;
-  WindowState end;
+  m.gpus.reserve(impl_->gpus.size());
+  m.cpus.reserve(impl_->cpus.size());
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->windows.find(name);
     if (it == impl_->windows.end())
       return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
-    start = std::move(it->second);
-    impl_->windows.erase(it);
+    auto node = impl_->windows.extract(it);
+    const WindowState& start = node.mapped();
+    WindowState& end = impl_->end_scratch;
     end.start = impl_->clock->now();
-    impl_->read_counters(end);
+    impl_->read_counters(end, impl_->clock->wall_now());
     m.name = name;
     m.start_wall = start.start_wall;
     m.time = Seconds(static_cast<double>((end.start - start.start).count()) * 1e-9);
@@ -376,6 +401,7 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
       m.cpus.push_back(std::move(ce));
     }
     impl_->write_log_row(m);
+    if (impl_->spare_nodes.size() < kSpareWindowNodes) impl_->spare_nodes.push_back(std::move(node));
   }
   return m;
 }

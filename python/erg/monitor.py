@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from . import _core, _env
 from ._sync import SyncWith, make_sync
@@ -12,7 +12,7 @@ Measurement = _core.Measurement
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class EnergyMonitor:
+class EnergyMonitor(_core.EnergyMonitor):
     """Measures time and energy of named windows over GPUs and CPU packages.
 
     Args:
@@ -25,7 +25,11 @@ class EnergyMonitor:
             (more accurate for short windows). False gives plain counter differences, as Zeus.
         log_file: append one CSV row per ended window.
 
-    Windows are thread-safe; the GIL is released while counters are read.
+    ``begin_window(name, sync_execution=True, restart=False)`` and ``end_window(name,
+    sync_execution=True, cancel=False)`` are the native methods themselves (no Python frame in
+    between); ``cancel_window``, ``reset_windows``, ``gpu_indices``, ``cpu_indices`` and
+    ``open_windows`` too. Windows are thread-safe; the GIL is released while counters are read
+    (and taken back only to call the synchronization function).
     """
 
     def __init__(
@@ -37,50 +41,15 @@ class EnergyMonitor:
         extrapolate_counters: bool = True,
         log_file: Optional[str] = None,
     ) -> None:
-        self._sync = make_sync(sync_execution_with)
-        self._m = _core.EnergyMonitor(
+        super().__init__(
             _env.inventory(),
             list(gpu_indices) if gpu_indices is not None else None,
             list(cpu_indices) if cpu_indices is not None else None,
             approx_instant_energy,
             extrapolate_counters,
             str(log_file) if log_file is not None else None,
+            make_sync(sync_execution_with),
         )
-        self._gpus: List[int] = list(self._m.gpu_indices)
-
-    @property
-    def gpu_indices(self) -> List[int]:
-        return list(self._gpus)
-
-    @property
-    def cpu_indices(self) -> List[int]:
-        return list(self._m.cpu_indices)
-
-    @property
-    def open_windows(self) -> List[str]:
-        return list(self._m.open_windows)
-
-    def begin_window(self, name: str, sync_execution: bool = True, restart: bool = False) -> None:
-        """Starts window ``name``. AlreadyExistsError if it is open (unless ``restart``)."""
-        if sync_execution and self._sync is not None:
-            self._sync(self._gpus)
-        self._m.begin_window(name, restart)
-
-    def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Optional[Measurement]:
-        """Ends window ``name`` and returns its Measurement (None when ``cancel``)."""
-        if sync_execution and self._sync is not None:
-            self._sync(self._gpus)
-        if cancel:
-            self._m.cancel_window(name)
-            return None
-        return self._m.end_window(name)
-
-    def cancel_window(self, name: str) -> None:
-        self._m.cancel_window(name)
-
-    def reset_windows(self) -> List[str]:
-        """Cancels every open window; returns their names."""
-        return list(self._m.reset_windows())
 
     def window(
         self,

@@ -141,6 +141,25 @@ def test_sync_callable(machine):
     assert calls == [[1, 2], [1, 2]]
 
 
+def test_sync_errors_propagate_and_cancel(machine):
+    def broken(gpus):
+        raise RuntimeError(f"device lost while synchronizing {gpus}")
+
+    mon = erg.EnergyMonitor(gpu_indices=[0], sync_execution_with=broken)
+    with pytest.raises(RuntimeError, match=r"synchronizing \[0\]"):
+        mon.begin_window("w")
+    assert mon.open_windows == []  # the window did not start
+    mon.begin_window("w", sync_execution=False)
+    with pytest.raises(RuntimeError):
+        mon.end_window("w")
+    assert mon.open_windows == ["w"]  # nothing lost: it can still be ended
+    assert mon.end_window("w", sync_execution=False).time >= 0.0
+    mon.begin_window("c", sync_execution=False)
+    assert mon.end_window("c", sync_execution=False, cancel=True) is None
+    assert mon.open_windows == []
+    assert isinstance(mon, erg.EnergyMonitor) and mon.gpu_indices == [0]
+
+
 def test_windows_from_threads(loaded):
     mon = erg.EnergyMonitor()
     results, errors = {}, []
@@ -217,3 +236,31 @@ def test_import_is_light():
     code = "import sys, erg; print(int('numpy' in sys.modules), int('torch' in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "0"]
+
+
+def test_window_arguments_like_a_python_signature(machine):
+    mon = erg.EnergyMonitor(gpu_indices=[0])
+    mon.begin_window("a", False)  # positional sync_execution
+    mon.begin_window(name="b", sync_execution=False)
+    mon.begin_window("a", sync_execution=False, restart=True)  # restart an open window
+    assert sorted(mon.open_windows) == ["a", "b"]
+    m = mon.end_window("a", False, False)
+    assert m.name == "a" and m.time >= 0.0
+    assert mon.end_window(name="b", cancel=True) is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sync'"):
+        mon.begin_window("c", sync=False)
+    with pytest.raises(TypeError, match="multiple values for argument 'name'"):
+        mon.begin_window("c", name="c")
+    with pytest.raises(TypeError, match="missing required argument 'name'"):
+        mon.end_window()
+    with pytest.raises(TypeError, match="name must be str"):
+        mon.begin_window(7)
+    with pytest.raises(TypeError, match="at most 3 positional"):
+        mon.begin_window("c", False, False, False)
+    with pytest.raises(erg.AlreadyExistsError):
+        mon.begin_window("d")
+        mon.begin_window("d")
+    assert mon.open_windows == ["d"]
+    assert "sync_execution=True" in erg.EnergyMonitor.begin_window.__doc__
+    with pytest.raises(TypeError):  # the descriptor checks its instance
+        erg.EnergyMonitor.begin_window(object(), "x")

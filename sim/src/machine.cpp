@@ -188,7 +188,7 @@ struct Machine::Impl {
     std::lock_guard wl(write_mutex);
     PowercapSnapshot snap;
     {
-      Lock lock(s);
+      Lock lock(s, Lock::kRead);  // CPU state and the lease only: GPU readings stay valid
       const std::int64_t now = detail::sim_now(*s);
       if (only_if_leaseholder) {
         if (s->virtual_clock) return ok();  // advance() writes synchronously
@@ -445,13 +445,13 @@ Result<void> Machine::advance(std::chrono::nanoseconds d) {
 
 std::chrono::nanoseconds Machine::now() const {
   State* s = impl_->s;
-  Lock lock(s);
+  Lock lock(s, Lock::kRead);
   return std::chrono::nanoseconds(detail::sim_now(*s));
 }
 
 std::chrono::nanoseconds Machine::wall_now() const {
   State* s = impl_->s;
-  Lock lock(s);
+  Lock lock(s, Lock::kRead);
   return std::chrono::nanoseconds(detail::sim_now(*s) + s->wall_offset_ns);
 }
 
@@ -645,14 +645,25 @@ Result<std::uint64_t> Machine::call_count(unsigned gpu, SimCall call) {
   if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
   if (static_cast<int>(call) < 0 || call >= SimCall::kCount) return fail(ErrorCode::kInvalidArgument, "bad SimCall");
   State* s = impl_->s;
-  Lock lock(s);
-  const auto& g = s->gpus[gpu];
+  // The driver counts lock-free reads without the lock: atomic loads, no lock needed.
+  auto& g = s->gpus[gpu];
+  auto count = [&](unsigned i) { return std::atomic_ref(g.calls[i]).load(std::memory_order_relaxed); };
   if (call == SimCall::kAny) {
     std::uint64_t n = 0;
-    for (unsigned i = 1; i < static_cast<unsigned>(SimCall::kCount); ++i) n += g.calls[i];
+    for (unsigned i = 1; i < static_cast<unsigned>(SimCall::kCount); ++i) n += count(i);
     return n;
   }
-  return g.calls[static_cast<unsigned>(call)];
+  return count(static_cast<unsigned>(call));
+}
+
+Result<std::uint64_t> Machine::lock_free_reads(unsigned gpu) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  auto& g = impl_->s->gpus[gpu];
+  const std::uint64_t locked = std::atomic_ref(g.locked_calls).load(std::memory_order_relaxed);
+  std::uint64_t all = 0;
+  for (unsigned i = 1; i < static_cast<unsigned>(SimCall::kCount); ++i)
+    all += std::atomic_ref(g.calls[i]).load(std::memory_order_relaxed);
+  return all > locked ? all - locked : 0;
 }
 
 }  // namespace erg::sim

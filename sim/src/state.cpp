@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 
@@ -15,7 +16,7 @@ std::int64_t monotonic_ns() {
 
 std::int64_t sim_now(const State& s) { return s.virtual_clock != 0 ? s.virtual_ns : monotonic_ns() + s.real_offset_ns; }
 
-Lock::Lock(State* s) : s_(s) {
+Lock::Lock(State* s, Kind kind) : s_(s) {
   int rc = ::pthread_mutex_lock(&s_->mutex);
   if (rc == EOWNERDEAD) {
     // A process died holding the lock (tests SIGKILL children). Every update is a handful of
@@ -24,6 +25,9 @@ Lock::Lock(State* s) : s_(s) {
     rc = 0;
   }
   locked_ = rc == 0;
+  // Before any change this lock may make: a reader that still sees the old epoch reads as if
+  // it ran before this lock.
+  if (kind == kControl) std::atomic_ref(s_->control_epoch).fetch_add(1, std::memory_order_acq_rel);
 }
 
 Lock::~Lock() {
@@ -163,6 +167,56 @@ void advance_cpus(State& s, std::int64_t now) {
 void advance_all(State& s, std::int64_t now) {
   for (unsigned i = 0; i < s.gpu_count && i < kMaxGpus; ++i) advance_gpu(s.gpus[i], now);
   advance_cpus(s, now);
+}
+
+void publish_snapshot(const State& s, GpuState& g) {
+  if (s.virtual_clock != 0 || g.lost != 0) return;
+  for (const auto& f : g.faults)
+    if (f.call >= 0 && f.remaining != 0) return;
+  const Sku& sku = sku_of(g);
+  const std::int64_t ep = static_cast<std::int64_t>(sku.energy_period_ms) * 1'000'000;
+  const std::int64_t pp = static_cast<std::int64_t>(sku.power_period_ms) * 1'000'000;
+  // The readings change at the next energy tick after last_ns and at the next power tick (the
+  // first one at first_tick): see advance_gpu.
+  const std::int64_t next_energy = floor_div(g.last_ns, ep) * ep + ep;
+  const std::int64_t next_power = (g.last_tick + 1 > g.first_tick ? g.last_tick + 1 : g.first_tick) * pp;
+  const std::int64_t until = next_energy < next_power ? next_energy : next_power;
+
+  std::atomic_ref seq(g.snap_seq);
+  const std::uint64_t v = seq.load(std::memory_order_relaxed);
+  seq.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  auto put = [](auto& field, auto value) { std::atomic_ref(field).store(value, std::memory_order_relaxed); };
+  put(g.snap_epoch, std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_relaxed));
+  put(g.snap_from_ns, g.last_ns);
+  put(g.snap_until_ns, until);
+  put(g.snap_real_offset_ns, s.real_offset_ns);
+  put(g.snap_energy_mj, sku.has_energy_counter ? reported_energy_mj(g) : std::uint64_t{0});
+  put(g.snap_energy_wall_us, (energy_tick_ns(g) + s.wall_offset_ns) / 1000);
+  put(g.snap_power_mw, watts_to_mw(reading_instant_w(g)));
+  put(g.snap_power_wall_us, (power_tick_ns(g) + s.wall_offset_ns) / 1000);
+  put(g.snap_flags, (sku.has_energy_counter ? kSnapEnergy : 0u) | (sku.ga100_or_older ? kSnapUsageIsInstant : 0u));
+  seq.store(v + 2, std::memory_order_release);
+}
+
+bool load_snapshot(const State& s, GpuState& g, Snapshot& out) {
+  std::atomic_ref seq(g.snap_seq);
+  const std::uint64_t v = seq.load(std::memory_order_acquire);
+  if (v == 0 || (v & 1) != 0) return false;
+  auto get = [](auto& field) { return std::atomic_ref(field).load(std::memory_order_relaxed); };
+  const std::uint64_t epoch = get(g.snap_epoch);
+  const std::int64_t from = get(g.snap_from_ns), until = get(g.snap_until_ns);
+  const std::int64_t offset = get(g.snap_real_offset_ns);
+  out.energy_mj = get(g.snap_energy_mj);
+  out.energy_wall_us = get(g.snap_energy_wall_us);
+  out.power_mw = get(g.snap_power_mw);
+  out.power_wall_us = get(g.snap_power_wall_us);
+  out.flags = get(g.snap_flags);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (seq.load(std::memory_order_relaxed) != v) return false;
+  if (std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_acquire) != epoch) return false;
+  const std::int64_t now = monotonic_ns() + offset;
+  return now >= from && now < until;
 }
 
 }  // namespace erg::sim::detail

@@ -23,7 +23,7 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
@@ -67,7 +67,21 @@ struct GpuState {
   // Reported counter = tick energy (mJ) − counter_base_mj (reset / backwards faults), ≥ 0.
   double counter_base_mj = 0.0;
   FaultSlot faults[kMaxFaults];
-  std::uint64_t calls[kCallKinds] = {};
+  std::uint64_t calls[kCallKinds] = {};  // atomic (std::atomic_ref): the read path counts without the lock
+  // The lock-free read path: the sensor readings as of the last locked read, published with a
+  // sequence counter (odd while written). They stay what the driver would report for sim times
+  // in [snap_from_ns, snap_until_ns) — the next energy or power tick — unless a control event
+  // intervenes, which State::control_epoch tells. All accessed atomically.
+  std::uint64_t snap_seq = 0;
+  std::uint64_t locked_calls = 0;  // calls that took the lock (the others were lock-free reads)
+  std::uint64_t snap_epoch = 0;    // control_epoch when published
+  std::int64_t snap_from_ns = 0, snap_until_ns = 0;
+  std::int64_t snap_real_offset_ns = 0;  // sim time = CLOCK_MONOTONIC + this (real clock only)
+  std::uint64_t snap_energy_mj = 0;
+  std::int64_t snap_energy_wall_us = 0;
+  std::uint32_t snap_power_mw = 0;
+  std::uint32_t snap_flags = 0;  // bit 0: energy counter valid; bit 1: instant power is what GetPowerUsage reports
+  std::int64_t snap_power_wall_us = 0;
 };
 
 struct CpuState {
@@ -83,6 +97,9 @@ struct State {
   std::uint32_t version = 0;
   std::uint32_t size = 0;
   pthread_mutex_t mutex;
+  // Bumped (atomically, under the mutex) by every lock that may change what a sensor reports:
+  // control events, faults, clock changes. Locks of the driver's read calls do not bump it.
+  std::uint64_t control_epoch = 0;
   std::int32_t privilege = 0;  // erg::sim::Privilege
   std::int32_t virtual_clock = 0;
   std::int64_t virtual_ns = 0;          // sim time while virtual
@@ -106,10 +123,13 @@ std::int64_t monotonic_ns();
 /// Simulation time now (virtual, or CLOCK_MONOTONIC + offset). Call under the lock.
 std::int64_t sim_now(const State& s);
 
-/// Locks the state's robust mutex (recovering from a dead owner). RAII.
+/// Locks the state's robust mutex (recovering from a dead owner). RAII. A kControl lock (the
+/// default) invalidates every published read snapshot; kRead is for calls that only advance the
+/// model and read it (the driver's getters).
 class Lock {
  public:
-  explicit Lock(State* s);
+  enum Kind { kControl, kRead };
+  explicit Lock(State* s, Kind kind = kControl);
   ~Lock();
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
@@ -118,6 +138,28 @@ class Lock {
   State* s_;
   bool locked_ = false;
 };
+
+/// W → mW as the driver reports power (rounded, never negative).
+inline std::uint32_t watts_to_mw(double w) { return w <= 0.0 ? 0u : static_cast<std::uint32_t>(w * 1000.0 + 0.5); }
+
+inline constexpr std::uint32_t kSnapEnergy = 1;          // the GPU has an energy counter
+inline constexpr std::uint32_t kSnapUsageIsInstant = 2;  // nvmlDeviceGetPowerUsage reports instant power
+
+/// A GPU's readings from the lock-free read path.
+struct Snapshot {
+  std::uint64_t energy_mj = 0;
+  std::int64_t energy_wall_us = 0;
+  std::uint32_t power_mw = 0;
+  std::uint32_t flags = 0;
+  std::int64_t power_wall_us = 0;
+};
+
+/// Publishes GPU `g`'s readings for the lock-free read path (after advance_gpu, under a lock).
+/// Nothing is published while the GPU is lost, has faults armed, or the clock is virtual.
+void publish_snapshot(const State& s, GpuState& g);
+/// Without the lock: the readings the driver would report now, if the published snapshot is
+/// still valid (no control event since, the next tick not reached); false → take the lock.
+bool load_snapshot(const State& s, GpuState& g, Snapshot& out);
 
 /// Initializes a zeroed State's mutex (process-shared, robust). Returns errno or 0.
 int init_mutex(State* s);

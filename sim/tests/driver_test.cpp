@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "sim_fixture.hpp"
 
@@ -289,6 +290,65 @@ TEST_F(Driver, CounterResetAndBackwards) {
   const double p = machine_->status(0)->power.value();
   EXPECT_NEAR(static_cast<double>(counter_mj(0)), p * 1000.0, p * 100.0 + 1);  // within one 100 ms tick
   EXPECT_NEAR(machine_->true_energy(0)->value(), truth + p, 1e-6) << "true energy is unaffected";
+}
+
+// The lock-free read path (real clock only): a read between two sensor updates is answered from
+// the GPU's published readings, with the same values, and any control event is seen by the very
+// next read.
+TEST_F(Driver, LockFreeReadsMatchAndYieldToControlEvents) {
+  start("1xA100,cpus=0", /*virtual_clock=*/false);
+  ASSERT_TRUE(machine_->set_utilization(0, 0.7));
+  std::this_thread::sleep_for(250ms);  // a few counter ticks, so a reset is visible
+  nvmlDevice_t d = dev(0);
+  auto read = [&](nvmlFieldValue_t(&v)[2]) {
+    v[0] = nvmlFieldValue_t{};
+    v[1] = nvmlFieldValue_t{};
+    v[0].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+    v[1].fieldId = NVML_FI_DEV_POWER_INSTANT;
+    return nvml_.nvmlDeviceGetFieldValues(d, 2, v);
+  };
+  // Two reads within one sensor period: the second is lock-free and identical, byte for byte.
+  bool seen = false;
+  for (int attempt = 0; attempt < 50 && !seen; ++attempt) {
+    nvmlFieldValue_t a[2], b[2];
+    const auto before = *machine_->lock_free_reads(0);
+    ASSERT_EQ(read(a), NVML_SUCCESS);
+    ASSERT_EQ(read(b), NVML_SUCCESS);
+    if (*machine_->lock_free_reads(0) == before + 1) {
+      seen = true;
+      EXPECT_EQ(std::memcmp(a, b, sizeof a), 0);
+      EXPECT_EQ(a[0].valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+      EXPECT_EQ(a[1].valueType, NVML_VALUE_TYPE_UNSIGNED_INT);
+    }
+  }
+  EXPECT_TRUE(seen) << "no read was answered lock-free";
+  unsigned long long e1 = 0, e2 = 0;
+  ASSERT_EQ(nvml_.nvmlDeviceGetTotalEnergyConsumption(d, &e1), NVML_SUCCESS);
+  ASSERT_EQ(nvml_.nvmlDeviceGetTotalEnergyConsumption(d, &e2), NVML_SUCCESS);
+  EXPECT_LE(e1, e2);
+  EXPECT_GT(e2, 0u);
+  EXPECT_EQ(*machine_->call_count(0, SimCall::kGetTotalEnergyConsumption), 2u) << "lock-free reads are counted";
+
+  // Control events take effect on the next read, never hidden behind published readings.
+  ASSERT_TRUE(machine_->inject_error(0, SimCall::kGetFieldValues, NVML_ERROR_TIMEOUT, 1));
+  nvmlFieldValue_t v[2];
+  EXPECT_EQ(read(v), NVML_ERROR_TIMEOUT);
+  EXPECT_EQ(read(v), NVML_SUCCESS);
+  ASSERT_TRUE(machine_->reset_energy_counter(0));
+  ASSERT_EQ(read(v), NVML_SUCCESS);
+  EXPECT_LT(v[0].value.ullVal, e2) << "the counter restarted from 0";
+  ASSERT_TRUE(machine_->set_lost(0, true));
+  EXPECT_EQ(read(v), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(nvml_.nvmlDeviceGetTotalEnergyConsumption(d, &e1), NVML_ERROR_GPU_IS_LOST);
+  ASSERT_TRUE(machine_->set_lost(0, false));
+  EXPECT_EQ(read(v), NVML_SUCCESS);
+
+  // A new load shows once the sensor updates (100 ms on an A100), as before.
+  ASSERT_TRUE(machine_->set_utilization(0, 0.0));
+  const double idle_w = machine_->status(0)->power.value();
+  std::this_thread::sleep_for(250ms);
+  ASSERT_EQ(read(v), NVML_SUCCESS);
+  EXPECT_NEAR(v[1].value.uiVal / 1000.0, idle_w, 0.01);
 }
 
 }  // namespace

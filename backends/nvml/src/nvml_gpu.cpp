@@ -45,17 +45,19 @@ const PowerField& power_field(PowerDomain domain) {
   return kPowerFields.front();  // unreachable: every domain has a row
 }
 
-/// Reads an nvmlFieldValue_t's value of any numeric type.
-std::optional<double> field_number(const nvmlFieldValue_t& v) {
+/// Reads an nvmlFieldValue_t's value of any numeric type into `out`; false for an unknown type.
+/// (A bool and an out-parameter rather than std::optional<double>: on the window path the
+/// optional's flag byte went through memory and stalled store forwarding.)
+inline bool field_number(const nvmlFieldValue_t& v, double& out) {
   switch (v.valueType) {
-    case NVML_VALUE_TYPE_DOUBLE: return v.value.dVal;
-    case NVML_VALUE_TYPE_UNSIGNED_INT: return static_cast<double>(v.value.uiVal);
-    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.value.ulVal);
-    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.value.ullVal);
-    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.value.sllVal);
-    case NVML_VALUE_TYPE_SIGNED_INT: return static_cast<double>(v.value.siVal);
-    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return static_cast<double>(v.value.usVal);
-    default: return std::nullopt;
+    case NVML_VALUE_TYPE_DOUBLE: out = v.value.dVal; return true;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: out = static_cast<double>(v.value.uiVal); return true;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: out = static_cast<double>(v.value.ulVal); return true;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: out = static_cast<double>(v.value.ullVal); return true;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: out = static_cast<double>(v.value.sllVal); return true;
+    case NVML_VALUE_TYPE_SIGNED_INT: out = static_cast<double>(v.value.siVal); return true;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: out = static_cast<double>(v.value.usVal); return true;
+    default: return false;
   }
 }
 
@@ -150,8 +152,9 @@ void NvmlGpu::probe() {
         nvmlFieldValue_t value{};
         value.fieldId = field.field_id;
         value.scopeId = *scope;
+        double number = 0.0;
         if (nvml_.nvmlDeviceGetFieldValues(device_, 1, &value) == NVML_SUCCESS && value.nvmlReturn == NVML_SUCCESS &&
-            field_number(value).has_value()) {
+            field_number(value, number)) {
           power_scope_[domain_slot(field.domain)] = *scope;
           caps.power_domains.push_back(field.domain);
           break;
@@ -205,10 +208,13 @@ Result<MilliJoules> NvmlGpu::total_energy() {
 }
 
 Result<EnergyReading> NvmlGpu::energy_reading() {
+  // One result object, returned from every path (NRVO): it is built in the caller's slot
+  // instead of being assembled on the stack and copied, which stalled store forwarding on this
+  // hot path (a window edge reads every GPU).
+  Result<EnergyReading> out(tl::in_place);
   if (!capabilities_.energy_counter || nvml_.nvmlDeviceGetFieldValues == nullptr) {
-    auto e = total_energy();
-    if (!e) return fail(e.error());
-    return EnergyReading{*e, std::nullopt, std::nullopt};
+    counter_reading(out);
+    return out;
   }
   // One driver call for the counter, the time the driver last updated it (the field's
   // timestamp), and instant power, so a window edge can account for the counter's age.
@@ -222,35 +228,44 @@ Result<EnergyReading> NvmlGpu::energy_reading() {
     values[1].scopeId = *instant_scope;
   }
   const nvmlReturn_t rc = nvml_.nvmlDeviceGetFieldValues(device_, count, values);
-  const auto energy =
-      rc == NVML_SUCCESS && values[0].nvmlReturn == NVML_SUCCESS ? field_number(values[0]) : std::nullopt;
-  if (!energy) {  // the field is not there on this driver: the plain counter call
-    auto e = total_energy();
-    if (!e) return fail(e.error());
-    return EnergyReading{*e, std::nullopt, std::nullopt};
+  double energy_mj = 0.0;
+  if (rc != NVML_SUCCESS || values[0].nvmlReturn != NVML_SUCCESS || !field_number(values[0], energy_mj)) {
+    counter_reading(out);  // the field is not there on this driver: the plain counter call
+    return out;
   }
-  EnergyReading reading{MilliJoules(*energy), std::nullopt, std::nullopt};
-  if (values[0].timestamp > 0) reading.updated_at = std::chrono::microseconds(values[0].timestamp);
-  if (count == 2 && values[1].nvmlReturn == NVML_SUCCESS) {
-    if (auto mw = field_number(values[1])) reading.power = MilliWatts(*mw);
-  }
-  return reading;
+  out->energy = MilliJoules(energy_mj);
+  if (values[0].timestamp > 0) out->updated_at.emplace(std::chrono::microseconds(values[0].timestamp));
+  double mw = 0.0;
+  if (count == 2 && values[1].nvmlReturn == NVML_SUCCESS && field_number(values[1], mw)) out->power.emplace(mw);
+  return out;
 }
 
-Result<PowerReading> NvmlGpu::read_power_field(unsigned field_id, unsigned scope, std::string_view what) {
+void NvmlGpu::counter_reading(Result<EnergyReading>& out) {
+  auto e = total_energy();
+  if (e)
+    out->energy = *e;
+  else
+    out = fail(e.error());
+}
+
+Result<PowerReading> NvmlGpu::read_power_field(unsigned field_id, unsigned scope, std::string_view field_name) {
   nvmlFieldValue_t value{};
   value.fieldId = field_id;
   value.scopeId = scope;
   const nvmlReturn_t rc = nvml_.nvmlDeviceGetFieldValues(device_, 1, &value);
-  if (rc != NVML_SUCCESS) return fail(error(rc, what));
+  // Named only on error: the hot path (the power sampler) allocates nothing.
+  auto what = [&] {
+    return "nvmlDeviceGetFieldValues(" + std::string(field_name) + ", scope " + std::to_string(scope) + ")";
+  };
+  if (rc != NVML_SUCCESS) return fail(error(rc, what()));
   // The call succeeds when any field was filled; each field carries its own status.
-  if (value.nvmlReturn != NVML_SUCCESS) return fail(error(value.nvmlReturn, what));
-  const auto mw = field_number(value);
-  if (!mw) {
-    return fail(ErrorCode::kDriverError, label() + ": " + std::string(what) + " returned a value of unknown type " +
+  if (value.nvmlReturn != NVML_SUCCESS) return fail(error(value.nvmlReturn, what()));
+  double mw = 0.0;
+  if (!field_number(value, mw)) {
+    return fail(ErrorCode::kDriverError, label() + ": " + what() + " returned a value of unknown type " +
                                              std::to_string(static_cast<int>(value.valueType)));
   }
-  PowerReading reading{MilliWatts(*mw), std::nullopt};
+  PowerReading reading{MilliWatts(mw), std::nullopt};
   if (value.timestamp > 0) reading.updated_at = std::chrono::microseconds(value.timestamp);
   return reading;
 }
@@ -269,9 +284,7 @@ Result<PowerReading> NvmlGpu::power_reading(PowerDomain domain) {
                                               " power is not readable (nvmlDeviceGetFieldValues " +
                                               std::string(field.field_name) + " answered no scope at discovery)");
   }
-  const std::string what =
-      "nvmlDeviceGetFieldValues(" + std::string(field.field_name) + ", scope " + std::to_string(*scope) + ")";
-  return read_power_field(field.field_id, *scope, what);
+  return read_power_field(field.field_id, *scope, field.field_name);
 }
 
 Result<MilliWatts> NvmlGpu::power_limit() {

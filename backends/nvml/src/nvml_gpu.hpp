@@ -55,7 +55,9 @@ class NvmlGpu final : public Gpu {
 
   void probe();
   /// Reads one nvmlDeviceGetFieldValues field as mW; checks the call's and the field's status.
-  Result<PowerReading> read_power_field(unsigned field_id, unsigned scope, std::string_view what);
+  /// energy_reading() from the plain counter call (no timestamp, no power).
+  void counter_reading(Result<EnergyReading>& out);
+  Result<PowerReading> read_power_field(unsigned field_id, unsigned scope, std::string_view field_name);
   /// The mapped error for a failed call on this GPU.
   [[nodiscard]] Error error(nvmlReturn_t code, std::string_view what) const;
   /// kNotSupported: the library does not export `symbol`.

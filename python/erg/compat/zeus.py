@@ -97,7 +97,7 @@ class ZeusMonitor:
     def begin_window(self, key: str, sync_execution: bool = True, restart: bool = False) -> None:
         if sync_execution:
             self._sync()
-        self._m.begin_window(key, restart)
+        self._m.begin_window(key, False, restart)  # synchronized above, the Zeus way
 
     def end_window(self, key: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
         if key not in self._m.open_windows:
@@ -111,7 +111,7 @@ class ZeusMonitor:
                 gpu_energy={gpu: 0.0 for gpu in self.gpu_indices},
                 cpu_energy={cpu: 0.0 for cpu in self.cpu_indices},
             )
-        m = self._m.end_window(key)
+        m = self._m.end_window(key, False)
         gpu_energy = m.gpu_energy
         if not self.approx_instant_energy and any(e == 0.0 for e in gpu_energy.values()):
             warnings.warn(ZERO_ENERGY_WARNING, stacklevel=1)

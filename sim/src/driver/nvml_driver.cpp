@@ -11,11 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 #include "erg/backends/nvml/nvml_abi.h"
 #include "erg/sim/machine.hpp"
@@ -107,10 +109,16 @@ bool privileged(const State& s) {
 
 long long wall_us(const State& s) { return (detail::sim_now(s) + s.wall_offset_ns) / 1000; }
 
+void count_call(GpuState& g, SimCall call) {
+  std::atomic_ref(g.calls[static_cast<unsigned>(call)]).fetch_add(1, std::memory_order_relaxed);
+}
+
 /// Runs `f(state, gpu)` for a device call: checks init and the handle, counts the call, applies
-/// a lost GPU and injected faults, and brings the model up to now. Never throws.
+/// a lost GPU and injected faults, and brings the model up to now. Never throws. Getters pass
+/// Lock::kRead (and publish the GPU's readings for the lock-free path); anything that may change
+/// what the sensors report keeps the default.
 template <class F>
-nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f) noexcept {
+nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f, Lock::Kind kind = Lock::kControl) noexcept {
   try {
     std::shared_lock lk(g_lib);
     State* s = g_state;
@@ -118,9 +126,12 @@ nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f) noexcept {
     if (device == nullptr || device < g_handles || device >= g_handles + detail::kMaxGpus ||
         device->index >= s->gpu_count)
       return NVML_ERROR_INVALID_ARGUMENT;
-    Lock lock(s);
+    Lock lock(s, kind);
     GpuState& g = s->gpus[device->index];
-    g.calls[static_cast<unsigned>(call)]++;
+    count_call(g, call);
+    // Counted here, not on the lock-free path (one atomic fewer there): lock_free_reads() is
+    // every call less these.
+    std::atomic_ref(g.locked_calls).fetch_add(1, std::memory_order_relaxed);
     if (g.lost) return NVML_ERROR_GPU_IS_LOST;
     for (auto& fault : g.faults) {
       if (fault.call < 0 || fault.remaining == 0) continue;
@@ -129,10 +140,35 @@ nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f) noexcept {
       return static_cast<nvmlReturn_t>(fault.nvml_return);
     }
     detail::advance_gpu(g, detail::sim_now(*s));
+    if (kind == Lock::kRead) detail::publish_snapshot(*s, g);
     return f(*s, g);
   } catch (...) {
     return NVML_ERROR_UNKNOWN;
   }
+}
+
+/// A sensor read: first without the lock from the GPU's published readings, when they are
+/// still what the driver reports now (`fast(snapshot, rc)` returns false to decline, e.g. for
+/// fields the snapshot does not hold); else device_call with `f`. Same counts, same results.
+template <class Fast, class F>
+nvmlReturn_t sensor_call(nvmlDevice_t device, SimCall call, Fast&& fast, F&& f) noexcept {
+  try {
+    std::shared_lock lk(g_lib);
+    State* s = g_state;
+    if (s != nullptr && device != nullptr && device >= g_handles && device < g_handles + detail::kMaxGpus &&
+        device->index < s->gpu_count) {
+      GpuState& g = s->gpus[device->index];
+      detail::Snapshot snap;
+      nvmlReturn_t rc = NVML_SUCCESS;
+      if (detail::load_snapshot(*s, g, snap) && fast(snap, rc)) {
+        count_call(g, call);
+        return rc;
+      }
+    }
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+  return device_call(device, call, std::forward<F>(f), Lock::kRead);
 }
 
 nvmlReturn_t copy_string(const char* text, char* out, unsigned int length) {
@@ -143,7 +179,7 @@ nvmlReturn_t copy_string(const char* text, char* out, unsigned int length) {
   return NVML_SUCCESS;
 }
 
-unsigned to_mw(double w) { return w <= 0.0 ? 0u : static_cast<unsigned>(w * 1000.0 + 0.5); }
+unsigned to_mw(double w) { return detail::watts_to_mw(w); }
 
 void set_uint(nvmlFieldValue_t& v, unsigned value) {
   v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -155,7 +191,7 @@ void set_uint(nvmlFieldValue_t& v, unsigned value) {
 /// One field of nvmlDeviceGetFieldValues (per-field status, vendor-abi.md §1.3/§1.4).
 void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
   const Sku& sku = detail::sku_of(g);
-  v.timestamp = wall_us(s);
+  v.timestamp = wall_us(s);  // for fields without a sensor time of their own
   v.latencyUsec = 0;
   v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
   const unsigned scope = v.scopeId;
@@ -390,31 +426,81 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvml
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy) {
-  return device_call(device, SimCall::kGetTotalEnergyConsumption, [&](State&, GpuState& g) {
-    if (!detail::sku_of(g).has_energy_counter) return NVML_ERROR_NOT_SUPPORTED;  // Volta+ only
-    if (energy == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *energy = detail::reported_energy_mj(g);
-    return NVML_SUCCESS;
-  });
+  return sensor_call(
+      device, SimCall::kGetTotalEnergyConsumption,
+      [&](const detail::Snapshot& snap, nvmlReturn_t& rc) {
+        if ((snap.flags & detail::kSnapEnergy) == 0 || energy == nullptr) return false;
+        *energy = snap.energy_mj;
+        rc = NVML_SUCCESS;
+        return true;
+      },
+      [&](State&, GpuState& g) {
+        if (!detail::sku_of(g).has_energy_counter) return NVML_ERROR_NOT_SUPPORTED;  // Volta+ only
+        if (energy == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        *energy = detail::reported_energy_mj(g);
+        return NVML_SUCCESS;
+      });
+}
+
+/// One field from the snapshot, exactly as fill_field would write it; false for fields it does
+/// not hold (the caller takes the locked path).
+bool snapshot_field(const detail::Snapshot& snap, nvmlFieldValue_t& v) {
+  if (v.scopeId != NVML_POWER_SCOPE_GPU) return false;
+  switch (v.fieldId) {
+    case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+    case NVML_FI_DEV_ENERGY:
+      if ((snap.flags & detail::kSnapEnergy) == 0) return false;
+      v.latencyUsec = 0;
+      v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+      v.value.ullVal = snap.energy_mj;
+      v.nvmlReturn = NVML_SUCCESS;
+      v.timestamp = snap.energy_wall_us;
+      return true;
+    case NVML_FI_DEV_POWER_INSTANT:
+      v.latencyUsec = 0;
+      set_uint(v, snap.power_mw);
+      v.timestamp = snap.power_wall_us;
+      return true;
+    default: return false;
+  }
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values) {
-  return device_call(device, SimCall::kGetFieldValues, [&](State& s, GpuState& g) {
-    if (valuesCount < 0 || (valuesCount > 0 && values == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
-    for (int i = 0; i < valuesCount; ++i) fill_field(s, g, values[i]);
-    return NVML_SUCCESS;
-  });
+  return sensor_call(
+      device, SimCall::kGetFieldValues,
+      [&](const detail::Snapshot& snap, nvmlReturn_t& rc) {
+        if (valuesCount <= 0 || values == nullptr) return false;
+        // A field the snapshot does not hold declines the call; the locked path then writes
+        // every field again, so fields written before it are not left behind.
+        for (int i = 0; i < valuesCount; ++i)
+          if (!snapshot_field(snap, values[i])) return false;
+        rc = NVML_SUCCESS;
+        return true;
+      },
+      [&](State& s, GpuState& g) {
+        if (valuesCount < 0 || (valuesCount > 0 && values == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
+        for (int i = 0; i < valuesCount; ++i) fill_field(s, g, values[i]);
+        return NVML_SUCCESS;
+      });
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
-  return device_call(device, SimCall::kGetPowerUsage, [&](State&, GpuState& g) {
-    if (power == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    // "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec
-    // interval. On GA100 and older architectures, instantaneous power is returned."
-    const bool instant = detail::sku_of(g).ga100_or_older;
-    *power = to_mw(instant ? detail::reading_instant_w(g) : detail::reading_average_w(g));
-    return NVML_SUCCESS;
-  });
+  return sensor_call(
+      device, SimCall::kGetPowerUsage,
+      [&](const detail::Snapshot& snap, nvmlReturn_t& rc) {
+        if ((snap.flags & detail::kSnapUsageIsInstant) == 0 || power == nullptr) return false;
+        *power = snap.power_mw;
+        rc = NVML_SUCCESS;
+        return true;
+      },
+      [&](State&, GpuState& g) {
+        if (power == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        // "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec
+        // interval. On GA100 and older architectures, instantaneous power is returned."
+        const bool instant = detail::sku_of(g).ga100_or_older;
+        *power = to_mw(instant ? detail::reading_instant_w(g) : detail::reading_average_w(g));
+        return NVML_SUCCESS;
+      });
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* limit) {

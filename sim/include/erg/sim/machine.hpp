@@ -146,6 +146,9 @@ class Machine {
   void set_privilege(Privilege p);
   /// How many times `call` reached the simulated driver for `gpu` (all processes).
   Result<std::uint64_t> call_count(unsigned gpu, SimCall call);
+  /// How many of those calls were answered from the GPU's published readings without taking
+  /// the state's lock (sensor reads between two sensor updates with no control event between).
+  Result<std::uint64_t> lock_free_reads(unsigned gpu);
 
  private:
   struct Impl;
