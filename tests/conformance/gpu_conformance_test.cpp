@@ -2,7 +2,9 @@
 // fixture that yields its GPUs; every test below must hold for all of them.
 //
 // Backends covered today: NVML (dlopen of the simulated libnvidia-ml.so.1) over several SKUs,
-// including a pre-Volta GPU without an energy counter.
+// including a pre-Volta GPU without an energy counter; and, when ergd is built, the client's
+// GPUs as a job sees them with ERG_DAEMON_SOCK set (local NVML reads, setters through an ergd
+// serving the same simulated machine on a Unix socket).
 
 #include <gtest/gtest.h>
 
@@ -14,6 +16,12 @@
 #include "erg/core/device.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
+#ifdef ERG_HAVE_DAEMON
+#include <unistd.h>
+
+#include "erg/client/remote.hpp"
+#include "erg/daemon/daemon.hpp"
+#endif
 
 namespace erg {
 namespace {
@@ -43,6 +51,42 @@ struct NvmlSimBackend {
   void load(unsigned gpu, double util) { ASSERT_TRUE(machine->set_utilization(gpu, util)); }
 };
 
+#ifdef ERG_HAVE_DAEMON
+/// The client's view with a daemon: each GPU a HybridGpu (local reads, setters via ergd).
+template <const char* Spec>
+struct ThroughErgd {
+  NvmlSimBackend<Spec> local;
+  std::unique_ptr<daemon::Daemon> ergd;
+  std::string socket = "/tmp/erg-conformance-" + std::to_string(::getpid()) + ".sock";
+  std::vector<std::shared_ptr<Gpu>> gpus;
+  sim::Machine* machine = nullptr;
+
+  void set_up() {
+    local.set_up();
+    machine = local.machine.get();
+    daemon::Config c;
+    c.socket_path = socket;
+    c.skip_privilege_check = true;
+    Inventory served;
+    served.gpus = local.gpus;
+    auto d = daemon::Daemon::create(c, std::move(served));
+    ASSERT_TRUE(d) << d.error().message;
+    ergd = std::move(*d);
+    ASSERT_TRUE(ergd->start());
+    Inventory mine;
+    mine.gpus = local.gpus;
+    auto inv = client::with_daemon(std::move(mine), client::Endpoint{socket});
+    ASSERT_TRUE(inv.unavailable.empty()) << inv.unavailable.front().reason;
+    gpus = inv.gpus;
+    for (auto& g : gpus) ASSERT_NE(dynamic_cast<client::HybridGpu*>(g.get()), nullptr);
+  }
+  ~ThroughErgd() {
+    if (ergd) ergd->stop();
+  }
+  void load(unsigned gpu, double util) { local.load(gpu, util); }
+};
+#endif
+
 inline constexpr char kA100[] = "2xA100";
 inline constexpr char kMixed[] = "1xV100,1xP100,1xH100";
 inline constexpr char kTuringAda[] = "1xRTX6000,1xA40";
@@ -54,7 +98,12 @@ class GpuConformance : public ::testing::Test {
   Backend backend_;
 };
 
-using GpuBackends = ::testing::Types<NvmlSimBackend<kA100>, NvmlSimBackend<kMixed>, NvmlSimBackend<kTuringAda>>;
+using GpuBackends = ::testing::Types<NvmlSimBackend<kA100>, NvmlSimBackend<kMixed>, NvmlSimBackend<kTuringAda>
+#ifdef ERG_HAVE_DAEMON
+                                     ,
+                                     ThroughErgd<kMixed>
+#endif
+                                     >;
 TYPED_TEST_SUITE(GpuConformance, GpuBackends);
 
 TYPED_TEST(GpuConformance, DescribesItself) {
