@@ -302,8 +302,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   }
   s->version = detail::kVersion;
   s->size = sizeof(State);
-  std::atomic_thread_fence(std::memory_order_release);
-  s->magic = detail::kMagic;
+  std::atomic_ref(s->magic).store(detail::kMagic, std::memory_order_release);  // last: the state is complete
 
   // The powercap tree: intel-rapl:N = package-N with dram (N:0, when present) and core
   // sub-zones; psys after the packages.

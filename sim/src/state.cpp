@@ -182,11 +182,13 @@ void publish_snapshot(const State& s, GpuState& g) {
   const std::int64_t next_power = (g.last_tick + 1 > g.first_tick ? g.last_tick + 1 : g.first_tick) * pp;
   const std::int64_t until = next_energy < next_power ? next_energy : next_power;
 
+  // A seqlock without fences (TSan does not model them): each field is stored with release, so a
+  // reader that sees a new field also sees the odd sequence stored before it; readers load the
+  // fields with acquire, so their second sequence load cannot move before them. Plain moves on x86.
   std::atomic_ref seq(g.snap_seq);
   const std::uint64_t v = seq.load(std::memory_order_relaxed);
   seq.store(v + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  auto put = [](auto& field, auto value) { std::atomic_ref(field).store(value, std::memory_order_relaxed); };
+  auto put = [](auto& field, auto value) { std::atomic_ref(field).store(value, std::memory_order_release); };
   put(g.snap_epoch, std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_relaxed));
   put(g.snap_from_ns, g.last_ns);
   put(g.snap_until_ns, until);
@@ -203,7 +205,7 @@ bool load_snapshot(const State& s, GpuState& g, Snapshot& out) {
   std::atomic_ref seq(g.snap_seq);
   const std::uint64_t v = seq.load(std::memory_order_acquire);
   if (v == 0 || (v & 1) != 0) return false;
-  auto get = [](auto& field) { return std::atomic_ref(field).load(std::memory_order_relaxed); };
+  auto get = [](auto& field) { return std::atomic_ref(field).load(std::memory_order_acquire); };
   const std::uint64_t epoch = get(g.snap_epoch);
   const std::int64_t from = get(g.snap_from_ns), until = get(g.snap_until_ns);
   const std::int64_t offset = get(g.snap_real_offset_ns);
@@ -212,7 +214,6 @@ bool load_snapshot(const State& s, GpuState& g, Snapshot& out) {
   out.power_mw = get(g.snap_power_mw);
   out.power_wall_us = get(g.snap_power_wall_us);
   out.flags = get(g.snap_flags);
-  std::atomic_thread_fence(std::memory_order_acquire);
   if (seq.load(std::memory_order_relaxed) != v) return false;
   if (std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_acquire) != epoch) return false;
   const std::int64_t now = monotonic_ns() + offset;

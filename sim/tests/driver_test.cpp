@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "sim_fixture.hpp"
 
@@ -349,6 +351,50 @@ TEST_F(Driver, LockFreeReadsMatchAndYieldToControlEvents) {
   std::this_thread::sleep_for(250ms);
   ASSERT_EQ(read(v), NVML_SUCCESS);
   EXPECT_NEAR(v[1].value.uiVal / 1000.0, idle_w, 0.01);
+}
+
+// Readers on several threads (mostly lock-free) while control events land: every read succeeds,
+// each thread's counter never goes back, and the last readings agree with the model. Run under
+// TSan by `./dev test-tsan`.
+TEST_F(Driver, ConcurrentReadersAndControlEvents) {
+  start("2xA100,cpus=0", /*virtual_clock=*/false);
+  machine_->set_privilege(Privilege::kEveryone);
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      nvmlDevice_t d = nullptr;
+      if (nvml_.nvmlDeviceGetHandleByIndex_v2(static_cast<unsigned>(t % 2), &d) != NVML_SUCCESS) {
+        failures++;
+        return;
+      }
+      unsigned long long last = 0;
+      while (!stop.load()) {
+        nvmlFieldValue_t v[2]{};
+        v[0].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+        v[1].fieldId = NVML_FI_DEV_POWER_INSTANT;
+        if (nvml_.nvmlDeviceGetFieldValues(d, 2, v) != NVML_SUCCESS || v[0].nvmlReturn != NVML_SUCCESS ||
+            v[0].value.ullVal < last)
+          failures++;
+        last = v[0].value.ullVal;
+      }
+    });
+  }
+  nvmlDevice_t d0 = dev(0);
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(machine_->set_utilization(static_cast<unsigned>(i % 2), (i % 5) / 4.0));
+    EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(d0, 150'000u + 5'000u * static_cast<unsigned>(i % 10)),
+              NVML_SUCCESS);
+    std::this_thread::sleep_for(10ms);
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(*machine_->lock_free_reads(0), 0u);
+  unsigned limit = 0;
+  ASSERT_EQ(nvml_.nvmlDeviceGetPowerManagementLimit(d0, &limit), NVML_SUCCESS);
+  EXPECT_EQ(limit, 150'000u + 5'000u * 9u);
 }
 
 }  // namespace
