@@ -267,6 +267,7 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
                     "cannot write log file " + options.log_file->string() + ": " + std::strerror(errno));
     }
   }
+  impl->spare_nodes.reserve(kSpareWindowNodes);  // recycling a node never allocates
   impl->options = std::move(options);
   return std::unique_ptr<EnergyMonitor>(new EnergyMonitor(std::move(impl)));
 }
