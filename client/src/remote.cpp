@@ -2,7 +2,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 
 #include "erg/protocol/status.hpp"
 
@@ -13,6 +16,24 @@ std::string fmt_u(double v) { return std::to_string(static_cast<unsigned long lo
 
 Error not_supported(const char* what) {
   return Error{ErrorCode::kNotSupported, std::string(what) + " is not available through ergd"};
+}
+
+/// "domain:bus:device.function" in hex, any case and domain width (zeusd's `0000:07:00.0`,
+/// NVML's `00000000:07:00.0`) → one number; nullopt if it is not such an address.
+std::optional<std::uint64_t> pci_key(std::string_view a) {
+  auto c2 = a.rfind(':');
+  auto c1 = c2 == std::string_view::npos ? c2 : a.rfind(':', c2 - 1);
+  auto dot = a.rfind('.');
+  if (c1 == std::string_view::npos || dot == std::string_view::npos || dot < c2) return std::nullopt;
+  std::uint64_t parts[4];
+  std::string_view fields[4] = {a.substr(0, c1), a.substr(c1 + 1, c2 - c1 - 1), a.substr(c2 + 1, dot - c2 - 1),
+                                a.substr(dot + 1)};
+  for (int i = 0; i < 4; ++i) {
+    auto r = std::from_chars(fields[i].data(), fields[i].data() + fields[i].size(), parts[i], 16);
+    if (fields[i].empty() || r.ec != std::errc() || r.ptr != fields[i].data() + fields[i].size()) return std::nullopt;
+  }
+  if (parts[0] > 0xffffffffu || parts[1] > 0xff || parts[2] > 0x1f || parts[3] > 7) return std::nullopt;
+  return (parts[0] << 16) | (parts[1] << 8) | (parts[2] << 3) | parts[3];
 }
 
 }  // namespace
@@ -208,12 +229,14 @@ Inventory with_daemon(Inventory local, const Endpoint& endpoint) {
   }
   // The daemon's GPU that is this local one: the same PCI address where both know it (the
   // daemon may see a different device set or order), else the same vendor index.
+  // PCI addresses compare as numbers (case and domain width vary between tools).
   auto daemon_gpu = [&](const Gpu& gpu) -> const protocol::DiscoverGpu* {
-    if (!gpu.pci_address().empty()) {
+    if (auto mine = pci_key(gpu.pci_address())) {
       bool daemon_knows_pci = false;
       for (const auto& d : info->gpus) {
-        if (d.pci_address == gpu.pci_address()) return &d;
-        daemon_knows_pci = daemon_knows_pci || !d.pci_address.empty();
+        auto theirs = pci_key(d.pci_address);
+        if (theirs == mine) return &d;
+        daemon_knows_pci = daemon_knows_pci || theirs.has_value();
       }
       if (daemon_knows_pci) return nullptr;  // not served by this daemon
     }

@@ -91,7 +91,9 @@ TEST(Remote, HybridMatchesTheDaemonsGpuByPciAddress) {
   Inventory local;
   // Local GPU 0 (say CUDA_VISIBLE_DEVICES=3) is the daemon's GPU 3: same PCI address.
   auto third = std::make_shared<sim::FakeGpu>(0, true, "Local");
-  third->set_pci_address(s.fake.gpus[3]->pci_address());
+  // The local side in NVML's busId form (8-digit domain, uppercase): the same address.
+  ASSERT_EQ(s.fake.gpus[3]->pci_address(), "0000:04:00.0");
+  third->set_pci_address("00000000:04:00.0");
   // A local GPU the daemon does not serve is left alone (its setters stay local).
   auto stranger = std::make_shared<sim::FakeGpu>(1, true, "Other");
   stranger->set_pci_address("0000:aa:00.0");
@@ -101,7 +103,7 @@ TEST(Remote, HybridMatchesTheDaemonsGpuByPciAddress) {
   ASSERT_TRUE(inv.gpus[0]->set_power_limit(MilliWatts(150000.0)));
   EXPECT_EQ(s.fake.gpus[3]->power_limit()->value(), 150000.0);
   EXPECT_EQ(s.fake.gpus[0]->power_limit()->value(), 300000.0);
-  EXPECT_EQ(inv.gpus[0]->pci_address(), s.fake.gpus[3]->pci_address());
+  EXPECT_EQ(inv.gpus[0]->pci_address(), "00000000:04:00.0");
   EXPECT_EQ(inv.gpus[1].get(), stranger.get());
 }
 

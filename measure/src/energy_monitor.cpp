@@ -286,20 +286,28 @@ Result<void> EnergyMonitor::begin_window(const std::string& name, bool sync, boo
   auto it = windows.find(name);
   if (it != windows.end() && !restart)
     return fail(ErrorCode::kAlreadyExists, "Measurement window '" + name + "' already exists");
-  if (it == windows.end()) {
-    if (!impl_->spare_nodes.empty()) {
-      auto node = std::move(impl_->spare_nodes.back());
-      impl_->spare_nodes.pop_back();
-      node.key() = name;
-      it = windows.insert(std::move(node)).position;
-    } else {
-      it = windows.emplace(name, WindowState{}).first;
-    }
+  // Read into a detached node first: the window opens (or restarts) only once its counters are
+  // read, so a read that throws leaves no half-started window behind.
+  Impl::Windows::node_type node;
+  if (!impl_->spare_nodes.empty()) {
+    node = std::move(impl_->spare_nodes.back());
+    impl_->spare_nodes.pop_back();
+  } else {
+    Impl::Windows one;
+    one.emplace(name, WindowState{});
+    node = one.extract(one.begin());
   }
-  WindowState& s = it->second;
+  WindowState& s = node.mapped();
   s.start_wall = impl_->clock->wall_now();
   s.start = impl_->clock->now();
   impl_->read_counters(s, s.start_wall);
+  if (it != windows.end()) {  // restart: the new start replaces the old one
+    std::swap(it->second, s);
+    if (impl_->spare_nodes.size() < kSpareWindowNodes) impl_->spare_nodes.push_back(std::move(node));
+  } else {
+    node.key() = name;
+    windows.insert(std::move(node));
+  }
   return ok();
 }
 
@@ -307,7 +315,15 @@ Result<void> EnergyMonitor::restart_window(const std::string& name, bool sync) {
   return begin_window(name, sync, true);
 }
 
-Result<void> EnergyMonitor::cancel_window(const std::string& name) {
+Result<void> EnergyMonitor::cancel_window(const std::string& name, bool sync) {
+  if (impl_->syncs(sync)) {
+    {
+      std::lock_guard lock(impl_->mu);
+      if (!impl_->windows.count(name))
+        return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
+    }
+    impl_->sync_if(sync);
+  }
   std::lock_guard lock(impl_->mu);
   if (impl_->windows.erase(name) == 0)
     return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");

@@ -226,7 +226,7 @@ PyObject* end_window_fast(PyObject* self, PyObject* const* args, Py_ssize_t narg
           erg::Result<void> r;
           {
             py::gil_scoped_release release;
-            r = mon.cancel_window(name);
+            r = mon.cancel_window(name, sync);  // synchronized first, as an ended window
           }
           if (!r) {
             set_error(r.error());

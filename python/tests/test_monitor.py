@@ -264,3 +264,17 @@ def test_window_arguments_like_a_python_signature(machine):
     assert "sync_execution=True" in erg.EnergyMonitor.begin_window.__doc__
     with pytest.raises(TypeError):  # the descriptor checks its instance
         erg.EnergyMonitor.begin_window(object(), "x")
+
+
+def test_cancel_synchronizes_like_end(machine):
+    calls = []
+    mon = erg.EnergyMonitor(gpu_indices=[0], sync_execution_with=calls.append)
+    mon.begin_window("c", sync_execution=False)
+    assert mon.end_window("c", cancel=True) is None
+    assert calls == [[0]]
+    mon.begin_window("d", sync_execution=False)
+    mon.end_window("d", sync_execution=False, cancel=True)
+    assert calls == [[0]]
+    with pytest.raises(erg.NotFoundError):
+        mon.end_window("d", cancel=True)  # gone, and no synchronization for a missing window
+    assert calls == [[0]]

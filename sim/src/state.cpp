@@ -186,7 +186,8 @@ void publish_snapshot(const State& s, GpuState& g) {
   // reader that sees a new field also sees the odd sequence stored before it; readers load the
   // fields with acquire, so their second sequence load cannot move before them. Plain moves on x86.
   std::atomic_ref seq(g.snap_seq);
-  const std::uint64_t v = seq.load(std::memory_order_relaxed);
+  // Even base: a publisher killed between its two stores (EOWNERDEAD) leaves the count odd.
+  const std::uint64_t v = seq.load(std::memory_order_relaxed) & ~std::uint64_t{1};
   seq.store(v + 1, std::memory_order_relaxed);
   auto put = [](auto& field, auto value) { std::atomic_ref(field).store(value, std::memory_order_release); };
   put(g.snap_epoch, std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_relaxed));

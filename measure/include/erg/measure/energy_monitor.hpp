@@ -72,8 +72,9 @@ class EnergyMonitor {
   /// Ends window `name` and returns its measurement. NotFound ("Measurement window '<name>'
   /// does not exist") for an unknown name.
   Result<Measurement> end_window(const std::string& name, bool sync = true);
-  /// Ends window `name` without a measurement or log row.
-  Result<void> cancel_window(const std::string& name);
+  /// Ends window `name` without a measurement or log row; `sync`: synchronize first, as
+  /// end_window would (Zeus's end_window(cancel=True) does).
+  Result<void> cancel_window(const std::string& name, bool sync = false);
   /// Restarts window `name` from now (begins it if it does not exist).
   Result<void> restart_window(const std::string& name, bool sync = true);
   /// Cancels every open window; returns their names.
