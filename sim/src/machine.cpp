@@ -25,26 +25,22 @@ using detail::State;
 
 namespace {
 
-// Real-clock mode: the lease holder rewrites the powercap files every 10 ms. Real RAPL counters
-// update about every 1 ms (hardware.md §4.3); 10 ms keeps a 2-core CI machine idle enough while
-// still being finer than any window a test measures.
-constexpr std::chrono::milliseconds kPowercapQuantum{10};
+// Real-clock mode: the lease holder rewrites the powercap files every RAPL update period
+// (hardware.md §4.3: "about every 1 ms"; the MSR time unit is 2^-10 s).
+constexpr std::chrono::nanoseconds kPowercapQuantum{detail::kRaplPeriodNs};
 // A lease holder that has not refreshed for this long is presumed stuck or gone.
 constexpr std::int64_t kLeaseStaleNs = 200'000'000;
-// Share of package energy attributed to the `core` sub-zone.
-constexpr double kCoreShare = 0.6;
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// RAPL units as the kernel applies them (intel_rapl_common): packages count in 61.035 µJ
+// (ESU 14), server DRAM in a fixed 15.3 µJ; max_energy_range_uj = (2^32 − 1) × unit.
+constexpr double kPackageUnitUj = 61.035;
+constexpr double kDramUnitUj = 15.3;
+// A counter started "near the wrap" is this many seconds of idle energy below the range.
+constexpr double kNearWrapSeconds = 3.0;
 
 /// GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, deterministic per position.
 std::string default_uuid(unsigned index) {
-  const std::uint64_t a = splitmix64(0x6572672d73696dULL + index);  // "erg-sim"
-  const std::uint64_t b = splitmix64(a ^ (0x1000ULL + index));
+  const std::uint64_t a = detail::mix64(0x6572672d73696dULL + index);  // "erg-sim"
+  const std::uint64_t b = detail::mix64(a ^ (0x1000ULL + index));
   char buf[64];
   std::snprintf(buf, sizeof buf, "GPU-%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
                 static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xffff),
@@ -54,65 +50,67 @@ std::string default_uuid(unsigned index) {
 
 bool pid_alive(int pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
-/// Energy values of the powercap tree, taken under the lock and written after it.
-struct PowercapSnapshot {
-  struct Cpu {
-    bool dram;
-    std::uint64_t range, package_uj, core_uj, dram_uj;
-  };
-  std::vector<Cpu> cpus;
-  bool psys = false;
-  std::uint64_t psys_range = 0, psys_uj = 0;
+/// One energy file of the tree: where it is, how wide, and what it shows.
+struct EnergyFile {
+  int zone = 0, sub = -1;
+  std::size_t width = 0;
+  const detail::RaplDomain* (*domain)(const State&, unsigned) = nullptr;
+  unsigned cpu = 0;
 };
 
-std::uint64_t wrap_uj(double joules, std::uint64_t range) {
-  const double uj = std::floor(joules * 1e6);
-  if (uj <= 0) return 0;
-  return static_cast<std::uint64_t>(std::fmod(uj, static_cast<double>(range)));
-}
+const detail::RaplDomain* package_of(const State& s, unsigned c) { return &s.cpus[c].package; }
+const detail::RaplDomain* dram_of(const State& s, unsigned c) { return &s.cpus[c].dram_domain; }
+const detail::RaplDomain* core_of(const State& s, unsigned c) { return &s.cpus[c].core_domain; }
+const detail::RaplDomain* psys_of(const State& s, unsigned) { return &s.psys_domain; }
 
-PowercapSnapshot snapshot(const State& s) {
-  PowercapSnapshot snap;
+/// The tree's files in a fixed order (sub-zones: dram is :0 when present, core after it).
+std::vector<EnergyFile> energy_files(const State& s) {
+  std::vector<EnergyFile> files;
   for (unsigned c = 0; c < s.cpu_count; ++c) {
     const auto& cpu = s.cpus[c];
-    const std::uint64_t r = cpu.max_energy_range_uj;
-    snap.cpus.push_back(
-        {cpu.dram != 0, r, wrap_uj(cpu.package_j, r), wrap_uj(cpu.package_j * kCoreShare, r), wrap_uj(cpu.dram_j, r)});
+    const int zone = static_cast<int>(c);
+    files.push_back({zone, -1, PowercapTree::width_for(cpu.package.range_uj), &package_of, c});
+    int sub = 0;
+    if (cpu.dram) files.push_back({zone, sub++, PowercapTree::width_for(cpu.dram_domain.range_uj), &dram_of, c});
+    if (cpu.core) files.push_back({zone, sub++, PowercapTree::width_for(cpu.core_domain.range_uj), &core_of, c});
   }
-  snap.psys = s.psys != 0;
-  snap.psys_range = CpuSpec{}.max_energy_range_uj;  // psys has its own (default) counter range
-  snap.psys_uj = wrap_uj(s.psys_j, snap.psys_range);
-  return snap;
+  if (s.psys) files.push_back({static_cast<int>(s.cpu_count), -1, PowercapTree::width_for(s.psys_domain.range_uj), &psys_of, 0});
+  return files;
 }
 
-int core_sub(bool dram) { return dram ? 1 : 0; }
-
-Result<void> write_snapshot(const PowercapTree& tree, const PowercapSnapshot& snap) {
-  PowercapTree t = tree;
-  for (unsigned c = 0; c < snap.cpus.size(); ++c) {
-    const auto& cpu = snap.cpus[c];
-    const int zone = static_cast<int>(c);
-    if (auto r = t.set_energy_uj(zone, cpu.package_uj); !r) return r;
-    if (cpu.dram)
-      if (auto r = t.set_energy_uj(zone, cpu.dram_uj, 0); !r) return r;
-    if (auto r = t.set_energy_uj(zone, cpu.core_uj, core_sub(cpu.dram)); !r) return r;
-  }
-  if (snap.psys) return t.set_energy_uj(static_cast<int>(snap.cpus.size()), snap.psys_uj);
-  return ok();
+/// Opens an energy file for writing. The files are 0400 like the kernel's; their owner may still
+/// write them after making them writable for the moment of the open (a descriptor keeps its access).
+int open_for_write(const fs::path& file) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd >= 0 || errno != EACCES) return fd;
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0 || st.st_uid != ::geteuid()) return -1;
+  if (::chmod(file.c_str(), (st.st_mode & 07777) | S_IWUSR) != 0) return -1;
+  fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  ::chmod(file.c_str(), st.st_mode & 07777);
+  return fd;
 }
 
 Result<MachineSpec> spec_from_state(const State& s) {
   MachineSpec spec;
   spec.text = std::string(s.spec_text, ::strnlen(s.spec_text, sizeof s.spec_text));
+  if (auto parsed = parse_spec(spec.text)) spec.model = parsed->model;
+  spec.model.kind = s.faithful ? ModelKind::kFaithful : ModelKind::kIdeal;
+  spec.model.seed = s.seed;
+  spec.model.timestamps = s.stamp_update_time ? TimestampMeaning::kUpdateTime : TimestampMeaning::kReadTime;
+  spec.model.rapl_start = static_cast<RaplStart>(s.rapl_start);
   for (unsigned i = 0; i < s.gpu_count; ++i) {
     const auto& g = s.gpus[i];
     if (g.sku_index < 0 || static_cast<std::size_t>(g.sku_index) >= all_skus().size())
       return fail(ErrorCode::kIo, "simulated machine state is corrupt (GPU " + std::to_string(i) + ")");
-    spec.gpus.push_back(GpuSpec{std::string(detail::sku_of(g).key), std::string(g.uuid)});
+    GpuSpec gs{std::string(detail::sku_of(g).key), std::string(g.uuid), std::nullopt};
+    gs.partial_sampling = g.partial_sampling != 0;
+    spec.gpus.push_back(std::move(gs));
   }
   for (unsigned c = 0; c < s.cpu_count; ++c) {
     CpuSpec cs;
     cs.dram = s.cpus[c].dram != 0;
+    cs.core = s.cpus[c].core != 0;
     cs.idle_package_w = s.cpus[c].idle_package_w;
     cs.idle_dram_w = s.cpus[c].idle_dram_w;
     cs.max_energy_range_uj = s.cpus[c].max_energy_range_uj;
@@ -129,6 +127,11 @@ Result<fs::path> exe_dir() {
   return exe.parent_path();
 }
 
+bool valid_load(const Load& l) {
+  return l.utilization >= 0.0 && l.utilization <= 1.0 && l.step.count() >= 0 && l.ripple_depth >= 0.0 &&
+         l.ripple_depth <= 1.0 && l.ripple_duty >= 0.0 && l.ripple_duty <= 1.0;
+}
+
 }  // namespace
 
 struct Machine::Impl {
@@ -141,6 +144,10 @@ struct Machine::Impl {
   int fd = -1;
   State* s = nullptr;
   std::mutex write_mutex;  // serializes this process's powercap writes (updater vs advance)
+  // Energy files kept open for writing (under write_mutex), and what each shows now.
+  std::vector<EnergyFile> files;
+  std::vector<int> file_fds;
+  std::vector<std::uint64_t> written;
   std::thread updater;
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
@@ -155,6 +162,8 @@ struct Machine::Impl {
       stop_cv.notify_all();
       updater.join();
     }
+    for (int f : file_fds)
+      if (f >= 0) ::close(f);
     if (s != nullptr) {
       {
         Lock lock(s);
@@ -182,11 +191,12 @@ struct Machine::Impl {
     return ok();
   }
 
-  /// Writes the powercap files from the current state (virtual clock, or lease holder).
+  /// Writes the powercap files that changed since the last write, from the current state
+  /// (virtual clock, or lease holder). Values go in place through descriptors kept open.
   Result<void> refresh_powercap(bool only_if_leaseholder) {
     if (spec.cpus.empty() && !spec.psys) return ok();
     std::lock_guard wl(write_mutex);
-    PowercapSnapshot snap;
+    std::vector<std::uint64_t> values;
     {
       Lock lock(s, Lock::kRead);  // CPU state and the lease only: GPU readings stay valid
       const std::int64_t now = detail::sim_now(*s);
@@ -200,21 +210,48 @@ struct Machine::Impl {
         s->lease_heartbeat_ns = mono;
       }
       detail::advance_cpus(*s, now);
-      snap = snapshot(*s);
+      if (files.empty()) files = energy_files(*s);
+      values.reserve(files.size());
+      for (const auto& f : files) values.push_back(detail::rapl_value_uj(*s, *f.domain(*s, f.cpu)));
     }
-    return write_snapshot(PowercapTree(powercap), snap);
+    const PowercapTree tree(powercap);
+    if (file_fds.size() != files.size()) {
+      file_fds.assign(files.size(), -1);
+      written.assign(files.size(), ~std::uint64_t{0});
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      if (values[i] == written[i]) continue;
+      if (file_fds[i] < 0) {
+        const fs::path path = tree.zone_dir(files[i].zone, files[i].sub) / "energy_uj";
+        file_fds[i] = open_for_write(path);
+        if (file_fds[i] < 0) return fail(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
+      }
+      if (auto r = PowercapTree::write_energy(file_fds[i], values[i], files[i].width); !r) return r;
+      written[i] = values[i];
+    }
+    return ok();
   }
 
   void start_updater() {
     if (spec.cpus.empty() && !spec.psys) return;
-    if (::access(powercap.c_str(), W_OK) != 0) return;  // e.g. another user's simulation: read only
+    if (::access(powercap.c_str(), R_OK | X_OK) != 0) return;
+    {
+      // Another user's simulation: its files are not ours to write.
+      struct stat st {};
+      if (::stat(powercap.c_str(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return;
+    }
     updater = std::thread([this] {
+      // Absolute deadlines: one write per RAPL period, without drifting by the write's cost.
+      auto next = std::chrono::steady_clock::now();
       std::unique_lock lk(stop_mutex);
       while (!stop) {
         lk.unlock();
         (void)refresh_powercap(/*only_if_leaseholder=*/true);
         lk.lock();
-        stop_cv.wait_for(lk, kPowercapQuantum, [this] { return stop; });
+        next += kPowercapQuantum;
+        const auto now = std::chrono::steady_clock::now();
+        if (next < now) next = now;
+        stop_cv.wait_until(lk, next, [this] { return stop; });
       }
     });
   }
@@ -223,7 +260,8 @@ struct Machine::Impl {
 Machine::Machine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Machine::~Machine() = default;
 
-Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const fs::path& dir, bool keep_dir) {
+Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const fs::path& dir, bool keep_dir,
+                                                 bool virtual_clock) {
   if (spec.gpus.size() > detail::kMaxGpus || spec.cpus.size() > detail::kMaxCpus)
     return fail(ErrorCode::kInvalidArgument, "a simulated machine has at most 16 GPUs and 8 CPU packages");
   std::vector<const Sku*> skus;
@@ -240,7 +278,8 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
 
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
-  impl->powercap = dir / "powercap";
+  PowercapTree tree = PowercapTree::sysfs(dir / "sys");
+  impl->powercap = tree.root();
   impl->keep_dir = keep_dir;
   impl->creator_pid = ::getpid();
   impl->spec = spec;
@@ -270,56 +309,100 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   }
   impl->s = s;
 
+  const bool faithful = spec.model.kind == ModelKind::kFaithful;
   timespec wall{};
   ::clock_gettime(CLOCK_REALTIME, &wall);
   const std::int64_t now = detail::monotonic_ns();
   s->wall_offset_ns = static_cast<std::int64_t>(wall.tv_sec) * 1'000'000'000LL + wall.tv_nsec - now;
+  s->created_ns = now;
+  s->virtual_clock = virtual_clock ? 1 : 0;
+  s->virtual_ns = now;
   s->privilege = static_cast<std::int32_t>(Privilege::kRootOnly);
+  s->faithful = faithful ? 1 : 0;
+  s->seed = spec.model.seed;
+  s->stamp_update_time = spec.model.timestamp_meaning() == TimestampMeaning::kUpdateTime ? 1 : 0;
+  s->rapl_start = static_cast<std::int32_t>(spec.model.rapl());
   s->gpu_count = static_cast<std::uint32_t>(spec.gpus.size());
   s->cpu_count = static_cast<std::uint32_t>(spec.cpus.size());
   s->psys = spec.psys ? 1 : 0;
-  s->cpu_last_ns = now;
   std::memcpy(s->spec_text, text.data(), text.size());
   const std::string pc = impl->powercap.string();
   std::memcpy(s->powercap_root, pc.data(), pc.size());
   for (unsigned i = 0; i < s->gpu_count; ++i) {
     auto& g = s->gpus[i];
-    const int index = static_cast<int>(skus[i] - all_skus().data());
-    detail::init_gpu(g, index, now);
+    detail::GpuInit init;
+    init.sku_index = static_cast<int>(skus[i] - all_skus().data());
+    init.position = i;
+    init.seed = spec.model.seed;
+    init.faithful = faithful;
+    init.partial_sampling = spec.gpus[i].partial_sampling ? (*spec.gpus[i].partial_sampling ? 1 : 0) : -1;
+    detail::init_gpu(g, init, now);
     std::string uuid = spec.gpus[i].uuid.value_or(default_uuid(i));
     if (uuid.size() >= sizeof g.uuid) uuid.resize(sizeof g.uuid - 1);
     std::memcpy(g.uuid, uuid.data(), uuid.size());
     impl->spec.gpus[i].uuid = uuid;
     impl->spec.gpus[i].sku = std::string(skus[i]->key);
+    impl->spec.gpus[i].partial_sampling = g.partial_sampling != 0;
   }
+
+  // CPU packages: counters in the hardware's units, starting where the model says.
+  const RaplStart start = spec.model.rapl();
+  auto init_domain = [&](detail::RaplDomain& d, double power_w, double unit_uj, std::uint64_t range_uj,
+                         std::uint64_t salt) {
+    d.power_w = d.step_power_w = power_w;
+    d.unit_uj = faithful ? unit_uj : 1.0;
+    d.range_uj = range_uj;
+    const double range_j = static_cast<double>(range_uj) * 1e-6;
+    switch (start) {
+      case RaplStart::kZero: d.start_j = 0.0; break;
+      case RaplStart::kNearWrap: d.start_j = std::max(0.0, range_j - kNearWrapSeconds * std::max(power_w, 1.0)); break;
+      case RaplStart::kRandom:
+      default: d.start_j = range_j * detail::uniform01(detail::mix64(spec.model.seed ^ (0x7261706cULL + salt)));
+    }
+  };
   for (unsigned c = 0; c < s->cpu_count; ++c) {
     auto& cpu = s->cpus[c];
     const auto& cs = spec.cpus[c];
     cpu.dram = cs.dram ? 1 : 0;
-    cpu.idle_package_w = cpu.package_w = cs.idle_package_w;
-    cpu.idle_dram_w = cpu.dram_w = cs.dram ? cs.idle_dram_w : 0.0;
-    cpu.max_energy_range_uj = cs.max_energy_range_uj == 0 ? CpuSpec{}.max_energy_range_uj : cs.max_energy_range_uj;
+    cpu.core = cs.core ? 1 : 0;
+    cpu.idle_package_w = cs.idle_package_w;
+    cpu.idle_dram_w = cs.dram ? cs.idle_dram_w : 0.0;
+    const std::uint64_t range = cs.max_energy_range_uj == 0 ? CpuSpec{}.max_energy_range_uj : cs.max_energy_range_uj;
+    cpu.max_energy_range_uj = range;
+    // A custom package range (tests) applies to every domain of the package.
+    const bool default_range = range == CpuSpec{}.max_energy_range_uj;
+    init_domain(cpu.package, cs.idle_package_w, kPackageUnitUj, range, c * 4 + 0);
+    init_domain(cpu.dram_domain, cpu.idle_dram_w, kDramUnitUj, default_range ? kDramEnergyRangeUj : range, c * 4 + 1);
+    init_domain(cpu.core_domain, 0.6 * cs.idle_package_w, kPackageUnitUj, range, c * 4 + 2);
   }
+  if (s->psys) {
+    double platform = s->psys_extra_w;
+    for (unsigned c = 0; c < s->cpu_count; ++c) platform += s->cpus[c].package.power_w + s->cpus[c].dram_domain.power_w;
+    init_domain(s->psys_domain, platform, kPackageUnitUj, CpuSpec{}.max_energy_range_uj, 4 * detail::kMaxCpus);
+  }
+  s->cpu_last_ns = now;
+  s->cpu_step_index = 0;
+  s->rapl_next_ns = now + static_cast<std::int64_t>(detail::uniform01(detail::mix64(spec.model.seed ^ 0x5241504cULL)) *
+                                                    static_cast<double>(detail::kRaplPeriodNs));
   s->version = detail::kVersion;
   s->size = sizeof(State);
   std::atomic_ref(s->magic).store(detail::kMagic, std::memory_order_release);  // last: the state is complete
 
-  // The powercap tree: intel-rapl:N = package-N with dram (N:0, when present) and core
-  // sub-zones; psys after the packages.
-  PowercapTree tree(impl->powercap);
-  for (unsigned c = 0; c < s->cpu_count; ++c) {
-    const int zone = static_cast<int>(c);
-    const auto range = s->cpus[c].max_energy_range_uj;
-    if (auto r = tree.add_zone(zone, "package-" + std::to_string(c), range); !r) return fail(r.error());
-    if (s->cpus[c].dram)
-      if (auto r = tree.add_zone(zone, "dram", range, 0); !r) return fail(r.error());
-    if (auto r = tree.add_zone(zone, "core", range, core_sub(s->cpus[c].dram != 0)); !r) return fail(r.error());
+  // The powercap tree, laid out as sysfs: intel-rapl:N = package-N with its dram (N:0, when
+  // present) and core sub-zones; psys after the packages.
+  for (const auto& f : energy_files(*s)) {
+    const detail::RaplDomain* d = f.domain(*s, f.cpu);
+    std::string name = f.domain == &package_of ? "package-" + std::to_string(f.cpu)
+                       : f.domain == &dram_of  ? "dram"
+                       : f.domain == &core_of  ? "core"
+                                               : "psys";
+    if (auto r = tree.add_zone(f.zone, name, d->range_uj, f.sub, detail::rapl_value_uj(*s, *d)); !r)
+      return fail(r.error());
   }
-  if (s->psys) {
-    const auto range = CpuSpec{}.max_energy_range_uj;  // psys has its own (default) counter range
-    if (auto r = tree.add_zone(static_cast<int>(s->cpu_count), "psys", range); !r) return fail(r.error());
-  }
-  if (s->cpu_count > 0 || s->psys) ::chmod(impl->powercap.c_str(), 0755);
+  std::error_code ignore;
+  for (const char* d : {"sys", "sys/class", "sys/class/powercap", "sys/devices", "sys/devices/virtual",
+                        "sys/devices/virtual/powercap"})
+    if (fs::exists(dir / d, ignore)) ::chmod((dir / d).c_str(), 0755);
 
   if (::rename(tmp.c_str(), state_path.c_str()) != 0)
     return fail(ErrorCode::kIo, "cannot create " + state_path.string() + ": " + std::strerror(errno));
@@ -328,12 +411,22 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   return std::unique_ptr<Machine>(new Machine(std::move(impl)));
 }
 
-Result<std::unique_ptr<Machine>> Machine::create_temp(const MachineSpec& spec) {
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/erg-sim-XXXXXX";
+Result<std::unique_ptr<Machine>> Machine::create_temp(const MachineSpec& spec, bool virtual_clock) {
+  // A tmpfs by default (like sysfs, the tree lives in memory): $ERG_SIM_TMPDIR, else /dev/shm
+  // when usable, else $TMPDIR or /tmp.
+  std::string base;
+  if (const char* d = std::getenv("ERG_SIM_TMPDIR"); d != nullptr && *d != '\0') {
+    base = d;
+  } else if (::access("/dev/shm", W_OK | X_OK) == 0) {
+    base = "/dev/shm";
+  } else {
+    const char* tmpdir = std::getenv("TMPDIR");
+    base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  }
+  std::string tmpl = base + "/erg-sim-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr)
     return fail(ErrorCode::kIo, "cannot create a temporary directory in " + tmpl + ": " + std::strerror(errno));
-  auto m = create(spec, tmpl, false);
+  auto m = create(spec, tmpl, false, virtual_clock);
   if (!m) {
     std::error_code ec;
     fs::remove_all(tmpl, ec);
@@ -455,48 +548,74 @@ std::chrono::nanoseconds Machine::wall_now() const {
 }
 
 Result<void> Machine::set_utilization(unsigned gpu, double utilization) {
-  if (auto r = impl_->check_gpu(gpu); !r) return r;
   if (!(utilization >= 0.0 && utilization <= 1.0))
     return fail(ErrorCode::kInvalidArgument, "utilization must be within 0..1");
+  return set_load(gpu, Load{utilization, std::chrono::nanoseconds(0), 0.0, 0.2});
+}
+
+Result<void> Machine::set_load(unsigned gpu, const Load& load) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  if (!valid_load(load))
+    return fail(ErrorCode::kInvalidArgument,
+                "a load needs utilization, ripple_depth and ripple_duty within 0..1 and a step ≥ 0");
   State* s = impl_->s;
   Lock lock(s);
   auto& g = s->gpus[gpu];
-  detail::advance_gpu(g, detail::sim_now(*s));
-  g.utilization = utilization;
-  detail::recompute_gpu(g);
+  const std::int64_t now = detail::sim_now(*s);
+  detail::advance_gpu(g, now);
+  const double before = detail::mean_power_w(g);
+  g.utilization = load.utilization;
+  g.step_ns = load.step.count();
+  g.ripple_depth = load.ripple_depth;
+  g.ripple_duty = load.ripple_duty;
+  g.load_origin_ns = now;
+  detail::controls_changed(g, before);
   return ok();
 }
 
 Result<std::chrono::nanoseconds> Machine::run_work(unsigned gpu, double work, double utilization) {
-  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
-  if (!(work >= 0.0)) return fail(ErrorCode::kInvalidArgument, "work must be ≥ 0");
   if (!(utilization > 0.0 && utilization <= 1.0))
     return fail(ErrorCode::kInvalidArgument, "run_work needs a utilization within (0, 1]");
+  return run_work(gpu, work, Load{utilization, std::chrono::nanoseconds(0), 0.0, 0.2});
+}
+
+Result<std::chrono::nanoseconds> Machine::run_work(unsigned gpu, double work, const Load& load) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  if (!(work >= 0.0)) return fail(ErrorCode::kInvalidArgument, "work must be ≥ 0");
+  if (!(load.utilization > 0.0) || !valid_load(load) || load.ripple_depth >= 1.0)
+    return fail(ErrorCode::kInvalidArgument, "run_work needs a load with utilization within (0, 1]");
+  if (auto r = set_load(gpu, load); !r) return fail(r.error());
   State* s = impl_->s;
   std::int64_t start = 0;
   double target = 0.0;
   bool virtual_clock = false;
-  double rate = 0.0;
   {
-    Lock lock(s);
+    Lock lock(s, Lock::kRead);
     auto& g = s->gpus[gpu];
-    start = detail::sim_now(*s);
-    detail::advance_gpu(g, start);
-    g.utilization = utilization;
-    detail::recompute_gpu(g);
+    start = g.last_ns;
     target = g.work + work;
     virtual_clock = s->virtual_clock != 0;
-    rate = g.work_rate;
   }
   if (virtual_clock) {
-    // Exact finish time: the rate is constant until the next control event.
-    const auto dt = std::chrono::nanoseconds(static_cast<std::int64_t>(std::ceil(work / rate * 1e9)));
-    if (auto r = advance(dt); !r) return fail(r.error());
+    // Step the model until the work is done (power and rate change with the control loop and the
+    // ripple, so the finish time is found by integration), then move the whole machine there.
+    for (;;) {
+      std::int64_t stopped = 0;
+      {
+        Lock lock(s, Lock::kRead);
+        auto& g = s->gpus[gpu];
+        stopped = detail::advance_gpu_until_work(g, g.last_ns + 1'000'000'000, target);
+        if (g.work < target) continue;
+      }
+      if (auto r = advance(std::chrono::nanoseconds(std::max<std::int64_t>(0, stopped - impl_->s->virtual_ns))); !r)
+        return fail(r.error());
+      break;
+    }
   } else {
     for (;;) {
-      double left = 0.0;
+      double left = 0.0, rate = 0.0;
       {
-        Lock lock(s);
+        Lock lock(s, Lock::kRead);
         auto& g = s->gpus[gpu];
         detail::advance_gpu(g, detail::sim_now(*s));
         left = target - g.work;
@@ -514,8 +633,11 @@ Result<std::chrono::nanoseconds> Machine::run_work(unsigned gpu, double work, do
     auto& g = s->gpus[gpu];
     end = detail::sim_now(*s);
     detail::advance_gpu(g, end);
+    const double before = detail::mean_power_w(g);
     g.utilization = 0.0;
-    detail::recompute_gpu(g);
+    g.step_ns = 0;
+    g.load_origin_ns = end;
+    detail::controls_changed(g, before);
   }
   return std::chrono::nanoseconds(end - start);
 }
@@ -527,49 +649,97 @@ Result<void> Machine::set_cpu_power(unsigned cpu, Watts package, Watts dram) {
   State* s = impl_->s;
   Lock lock(s);
   detail::advance_cpus(*s, detail::sim_now(*s));
-  s->cpus[cpu].package_w = package.value();
-  s->cpus[cpu].dram_w = s->cpus[cpu].dram ? dram.value() : 0.0;
+  auto& c = s->cpus[cpu];
+  c.package.power_w = package.value();
+  c.dram_domain.power_w = c.dram ? dram.value() : 0.0;
+  if (!s->faithful) {
+    // Ideal: exact from this instant (faithful: from the next physics step, like the noise).
+    c.package.step_power_w = c.package.power_w;
+    c.dram_domain.step_power_w = c.dram_domain.power_w;
+    c.core_domain.step_power_w = 0.6 * c.package.power_w;
+    double platform = s->psys_extra_w;
+    for (unsigned i = 0; i < s->cpu_count; ++i)
+      platform += s->cpus[i].package.step_power_w + (s->cpus[i].dram ? s->cpus[i].dram_domain.step_power_w : 0.0);
+    s->psys_domain.step_power_w = platform;
+  }
   return ok();
 }
+
+const ModelSpec& Machine::model() const { return impl_->spec.model; }
 
 Result<Joules> Machine::true_energy(unsigned gpu) {
   if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
   State* s = impl_->s;
-  Lock lock(s);
+  Lock lock(s, Lock::kRead);
   auto& g = s->gpus[gpu];
   detail::advance_gpu(g, detail::sim_now(*s));
   return Joules(g.energy_j);
 }
 
+Result<Joules> Machine::sensor_energy_at(unsigned gpu, std::chrono::nanoseconds t) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  if (!detail::sku_of(g).has_energy_counter)
+    return fail(ErrorCode::kNotFound, "simulated GPU " + std::to_string(gpu) + " has no energy counter");
+  detail::advance_gpu(g, detail::sim_now(*s));
+  double j = 0.0;
+  if (detail::sensor_energy_at(g, t.count(), j)) return Joules(j);
+  if (t.count() >= g.energy_ticks.last_ns)
+    return fail(ErrorCode::kUnavailable, "the sensor has not updated after that time yet");
+  return fail(ErrorCode::kNotFound, "that time is older than the sensor updates kept");
+}
+
+Result<SensorInfo> Machine::sensor_info(unsigned gpu) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, detail::sim_now(*s));
+  SensorInfo info;
+  info.energy_period = std::chrono::nanoseconds(g.energy_ticks.period_ns);
+  info.power_period = std::chrono::nanoseconds(g.shared_ticks ? g.energy_ticks.period_ns : g.power_ticks.period_ns);
+  info.jitter = std::chrono::nanoseconds(static_cast<std::int64_t>(g.energy_ticks.jitter_ns));
+  info.gain = g.gain;
+  info.partial_sampling = g.partial_sampling != 0;
+  info.sampled_window = std::chrono::milliseconds(g.partial_sampling ? detail::sku_of(g).sampled_window_ms : 0);
+  info.last_update = std::chrono::nanoseconds(g.energy_ticks.last_ns);
+  info.next_update = std::chrono::nanoseconds(g.energy_ticks.next_ns);
+  return info;
+}
+
 Result<Joules> Machine::true_cpu_energy(unsigned cpu) {
   if (auto r = impl_->check_cpu(cpu); !r) return fail(r.error());
   State* s = impl_->s;
-  Lock lock(s);
+  Lock lock(s, Lock::kRead);
   detail::advance_cpus(*s, detail::sim_now(*s));
-  return Joules(s->cpus[cpu].package_j);
+  return Joules(s->cpus[cpu].package.energy_j);
 }
 
 Result<Joules> Machine::true_dram_energy(unsigned cpu) {
   if (auto r = impl_->check_cpu(cpu); !r) return fail(r.error());
   State* s = impl_->s;
-  Lock lock(s);
+  Lock lock(s, Lock::kRead);
   if (!s->cpus[cpu].dram)
     return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
   detail::advance_cpus(*s, detail::sim_now(*s));
-  return Joules(s->cpus[cpu].dram_j);
+  return Joules(s->cpus[cpu].dram_domain.energy_j);
 }
 
 Result<GpuStatus> Machine::status(unsigned gpu) {
   if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
   State* s = impl_->s;
-  Lock lock(s);
+  Lock lock(s, Lock::kRead);
   auto& g = s->gpus[gpu];
   detail::advance_gpu(g, detail::sim_now(*s));
   GpuStatus st;
   st.utilization = g.utilization;
   st.power_limit = MilliWatts(g.limit_mw);
-  st.effective_sm_clock = Megahertz(g.clock_mhz);
+  st.effective_sm_clock = Megahertz(detail::reported_clock_mhz(g));
+  st.target_sm_clock = Megahertz(g.target_clock_mhz);
   st.power = Watts(g.power_w);
+  st.mean_power = Watts(detail::mean_power_w(g));
   st.persistence = g.persistence != 0;
   st.lost = g.lost != 0;
   st.work_done = g.work;
@@ -620,8 +790,8 @@ Result<void> Machine::reset_energy_counter(unsigned gpu) {
   Lock lock(s);
   auto& g = s->gpus[gpu];
   detail::advance_gpu(g, detail::sim_now(*s));
-  // Counting restarts now: the next tick reports only the energy since this instant.
-  g.counter_base_mj = g.energy_j * 1000.0;
+  // The counter reads 0 now; the next update adds that period's energy.
+  g.counter_offset_mj = g.counter_start_mj + g.sensor_energy_j * 1000.0;
   return ok();
 }
 
@@ -630,7 +800,7 @@ Result<void> Machine::energy_counter_backwards(unsigned gpu, MilliJoules amount)
   if (!(amount.value() >= 0.0)) return fail(ErrorCode::kInvalidArgument, "amount must be ≥ 0");
   State* s = impl_->s;
   Lock lock(s);
-  s->gpus[gpu].counter_base_mj += amount.value();
+  s->gpus[gpu].counter_offset_mj += amount.value();
   return ok();
 }
 

@@ -18,10 +18,15 @@ Sku make(std::string_view key, std::string_view name, unsigned arch) {
   return s;
 }
 
-// Parameters of V100, A40, P100 and RTX 6000 were fitted (sim/README.md) so that a fully busy
-// GPU reproduces the median slowdown and energy curves of gpu-model-calibration.md; A100 and
-// H100 use A40-like shapes scaled to their limits. idle_w + active_w is the clock-independent
-// power of a fully busy GPU; idle_w alone is a plausible idle board power.
+// The power parameters of V100, A40, P100 and RTX 6000 were fitted (sim/README.md) so that a GPU
+// running the calibration load (CalibrationLoad: mean activity 0.93) reproduces the median slowdown
+// and energy curves of gpu-model-calibration.md: the fit was done at mean activity 1 and active_w
+// and dynamic_w divided by 0.93, which leaves every steady-state curve unchanged. A100 and H100
+// use A40-like shapes scaled so that a compute-heavy load demands more than the default limit
+// (the cap binds, as it does on those parts). idle_w + active_w is the clock-independent power of a
+// fully busy GPU; idle_w alone is a plausible idle board power.
+constexpr double kA = CalibrationLoad::kMeanActivity;
+
 std::array<Sku, 6> build() {
   std::array<Sku, 6> t{};
   {
@@ -29,10 +34,12 @@ std::array<Sku, 6> build() {
     s.pci_device_id = 0x1db6;
     s.ga100_or_older = true;
     s.min_limit_w = 100, s.max_limit_w = 250, s.default_limit_w = 250;
-    s.power_period_ms = 20;  // pre-Ampere boards refresh instant power every ~20 ms
+    s.power_period_ms = 20;  // pre-Ampere boards refresh instant power every ~20 ms (Lang & Rünger)
+    s.instant_window_ms = 20;
     s.max_sm_mhz = 1380, s.min_sm_mhz = 135, s.clock_step_mhz = 7.5;
     s.mem_clocks_mhz[0] = 877;
-    s.idle_w = 25.0, s.active_w = 48.46, s.dynamic_w = 128.16, s.linear_share = 0.41, s.memory_bound = 0.638;
+    s.idle_w = 25.0, s.active_w = 48.46 / kA, s.dynamic_w = 128.16 / kA, s.linear_share = 0.41;
+    s.memory_bound = 0.638;
     t[0] = s;
   }
   {
@@ -41,9 +48,10 @@ std::array<Sku, 6> build() {
     s.ga100_or_older = true;  // GA100: instant power, no POWER_AVERAGE field
     s.memory_locked_clocks = true;
     s.min_limit_w = 100, s.max_limit_w = 400, s.default_limit_w = 400;
+    s.sampled_window_ms = 25, s.instant_window_ms = 25;  // 25 % of each 100 ms period (Yang et al.)
     s.max_sm_mhz = 1410, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 1593;
-    s.idle_w = 55.0, s.active_w = 60.0, s.dynamic_w = 230.0, s.linear_share = 0.66, s.memory_bound = 0.45;
+    s.idle_w = 55.0, s.active_w = 60.0 / kA, s.dynamic_w = 305.0 / kA, s.linear_share = 0.66, s.memory_bound = 0.45;
     t[1] = s;
   }
   {
@@ -51,9 +59,11 @@ std::array<Sku, 6> build() {
     s.pci_device_id = 0x2330;
     s.has_average_power = true, s.has_memory_power = true, s.memory_locked_clocks = true;
     s.min_limit_w = 200, s.max_limit_w = 700, s.default_limit_w = 700;
+    s.sampled_window_ms = 25, s.instant_window_ms = 25;  // as A100 (Yang et al.)
     s.max_sm_mhz = 1980, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 2619;
-    s.idle_w = 70.0, s.active_w = 90.0, s.dynamic_w = 440.0, s.linear_share = 0.66, s.memory_bound = 0.45;
+    s.idle_w = 70.0, s.active_w = 100.0 / kA, s.dynamic_w = 600.0 / kA, s.linear_share = 0.66;
+    s.memory_bound = 0.45;
     s.memory_power_share = 0.12;  // HBM3 share of board power, a plausible round figure
     t[2] = s;
   }
@@ -64,7 +74,9 @@ std::array<Sku, 6> build() {
     s.min_limit_w = 100, s.max_limit_w = 300, s.default_limit_w = 300;
     s.max_sm_mhz = 1740, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 7251, s.mem_clocks_mhz[1] = 405;
-    s.idle_w = 30.0, s.active_w = 47.08, s.dynamic_w = 147.97, s.linear_share = 0.761, s.memory_bound = 0.487;
+    s.max_sm_at_low_mem_mhz = 645;
+    s.idle_w = 30.0, s.active_w = 47.08 / kA, s.dynamic_w = 147.97 / kA, s.linear_share = 0.761;
+    s.memory_bound = 0.487;
     t[3] = s;
   }
   {
@@ -73,9 +85,12 @@ std::array<Sku, 6> build() {
     s.ga100_or_older = true;
     s.min_limit_w = 100, s.max_limit_w = 260, s.default_limit_w = 260;
     s.power_period_ms = 20;
+    s.instant_window_ms = 20;
     s.max_sm_mhz = 2100, s.min_sm_mhz = 300, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 7000, s.mem_clocks_mhz[1] = 405;
-    s.idle_w = 20.0, s.active_w = 64.64, s.dynamic_w = 131.48, s.linear_share = 0.501, s.memory_bound = 0.727;
+    s.max_sm_at_low_mem_mhz = 645;
+    s.idle_w = 20.0, s.active_w = 64.64 / kA, s.dynamic_w = 131.48 / kA, s.linear_share = 0.501;
+    s.memory_bound = 0.727;
     t[4] = s;
   }
   {
@@ -86,9 +101,11 @@ std::array<Sku, 6> build() {
     s.gpu_locked_clocks = false;   // locked clocks are Volta+
     s.min_limit_w = 125, s.max_limit_w = 250, s.default_limit_w = 250;
     s.power_period_ms = 20;
+    s.instant_window_ms = 20;
     s.max_sm_mhz = 1328, s.min_sm_mhz = 544, s.clock_step_mhz = 13;
     s.mem_clocks_mhz[0] = 715;
-    s.idle_w = 28.0, s.active_w = 20.95, s.dynamic_w = 112.92, s.linear_share = 0.351, s.memory_bound = 0.518;
+    s.idle_w = 28.0, s.active_w = 20.95 / kA, s.dynamic_w = 112.92 / kA, s.linear_share = 0.351;
+    s.memory_bound = 0.518;
     t[5] = s;
   }
   return t;
@@ -135,26 +152,55 @@ unsigned sm_clock_mhz(const Sku& sku, unsigned i) {
 
 unsigned mem_clock_count(const Sku& sku) { return sku.mem_clocks_mhz[1] != 0 ? 2 : 1; }
 
-double model_power_w(const Sku& sku, double mhz, double u) {
+unsigned sm_clock_count_at(const Sku& sku, unsigned mem_mhz) {
+  if (mem_mhz == sku.mem_clocks_mhz[0]) return sm_clock_count(sku);
+  if (mem_clock_count(sku) < 2 || mem_mhz != sku.mem_clocks_mhz[1]) return 0;
+  // The table from the first clock ≤ max_sm_at_low_mem_mhz down: the count of the clocks below it.
+  const unsigned n = sm_clock_count(sku);
+  unsigned first = 0;
+  while (first < n && sm_clock_mhz(sku, first) > sku.max_sm_at_low_mem_mhz) ++first;
+  return n - first;
+}
+
+unsigned nearest_sm_clock_mhz(const Sku& sku, double mhz) {
+  const unsigned n = sm_clock_count(sku);
+  unsigned best = sm_clock_mhz(sku, 0);
+  double best_d = 1e18;
+  for (unsigned i = 0; i < n; ++i) {
+    const double d = std::abs(sm_clock_mhz(sku, i) - mhz);
+    if (d <= best_d) best_d = d, best = sm_clock_mhz(sku, i);  // later (lower) entries win ties
+  }
+  return best;
+}
+
+double model_power_w(const Sku& sku, double mhz, double u, double mem_ratio) {
   const double x = mhz / sku.max_sm_mhz;
   const double dyn = sku.dynamic_w * (sku.linear_share * x + (1.0 - sku.linear_share) * x * x * x);
-  return sku.idle_w + u * (sku.active_w + dyn);
+  const double act = sku.active_w * (1.0 - sku.memory_active_share + sku.memory_active_share * mem_ratio);
+  return sku.idle_w + u * (act + dyn);
 }
 
-double model_speed(const Sku& sku, double mhz) {
+double model_speed(const Sku& sku, double mhz, double mem_ratio) {
   const double x = mhz / sku.max_sm_mhz;
-  return 1.0 / ((1.0 - sku.memory_bound) / x + sku.memory_bound);
+  return 1.0 / ((1.0 - sku.memory_bound) / x + sku.memory_bound / mem_ratio);
 }
 
-unsigned model_clock_mhz(const Sku& sku, double u, double limit_w, unsigned cap_mhz) {
+unsigned model_clock_mhz(const Sku& sku, double u, double limit_w, unsigned cap_mhz, double mem_ratio,
+                         unsigned floor_mhz) {
   const unsigned n = sm_clock_count(sku);
-  if (u <= 0.0) return sm_clock_mhz(sku, n - 1);
+  unsigned lowest = sm_clock_mhz(sku, n - 1);
+  for (unsigned i = n; i-- > 0;)
+    if (sm_clock_mhz(sku, i) >= floor_mhz && sm_clock_mhz(sku, i) <= cap_mhz) {
+      lowest = sm_clock_mhz(sku, i);
+      break;
+    }
+  if (u <= 0.0) return lowest;
   for (unsigned i = 0; i < n; ++i) {
     const unsigned f = sm_clock_mhz(sku, i);
-    if (f > cap_mhz) continue;
-    if (model_power_w(sku, f, u) <= limit_w) return f;
+    if (f > cap_mhz || f < floor_mhz) continue;
+    if (model_power_w(sku, f, u, mem_ratio) <= limit_w) return f;
   }
-  return sm_clock_mhz(sku, n - 1);
+  return lowest;
 }
 
 }  // namespace erg::sim

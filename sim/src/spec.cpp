@@ -29,7 +29,74 @@ bool parse_uint(std::string_view s, unsigned& out) {
 tl::unexpected<Error> bad(std::string_view token, std::string_view why) {
   return fail(ErrorCode::kInvalidArgument, "invalid simulated machine spec: '" + std::string(token) + "': " +
                                                std::string(why) + " (known GPUs: " + std::string(known_sku_list()) +
-                                               "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, or a .json file)");
+                                               "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, ideal, seed=N, "
+                                               "timestamps=read|update, rapl=random|zero|near-wrap, or a .json file)");
+}
+
+std::string lowered(std::string_view s) {
+  std::string out;
+  for (char c : s) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool parse_u64(std::string_view s, std::uint64_t& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::optional<TimestampMeaning> parse_timestamps(std::string_view v) {
+  const std::string l = lowered(v);
+  if (l == "read" || l == "read-time" || l == "read_time") return TimestampMeaning::kReadTime;
+  if (l == "update" || l == "update-time" || l == "update_time") return TimestampMeaning::kUpdateTime;
+  return std::nullopt;
+}
+
+std::optional<RaplStart> parse_rapl_start(std::string_view v) {
+  const std::string l = lowered(v);
+  if (l == "random") return RaplStart::kRandom;
+  if (l == "zero") return RaplStart::kZero;
+  if (l == "near-wrap" || l == "near_wrap" || l == "nearwrap") return RaplStart::kNearWrap;
+  return std::nullopt;
+}
+
+std::optional<ModelKind> parse_model_kind(std::string_view v) {
+  const std::string l = lowered(v);
+  if (l == "faithful") return ModelKind::kFaithful;
+  if (l == "ideal") return ModelKind::kIdeal;
+  return std::nullopt;
+}
+
+/// A model option token (`ideal`, `seed=7`, ...): true if it was one (errors go to `err`).
+bool model_token(std::string_view token, const std::string& lower, ModelSpec& model, std::optional<Error>& err) {
+  if (auto k = parse_model_kind(lower)) {
+    model.kind = *k;
+    return true;
+  }
+  auto value_of = [&](std::string_view key) -> std::optional<std::string_view> {
+    if (lower.size() > key.size() && lower.compare(0, key.size(), key) == 0 && lower[key.size()] == '=')
+      return trim(token.substr(key.size() + 1));
+    return std::nullopt;
+  };
+  if (auto v = value_of("seed")) {
+    if (!parse_u64(*v, model.seed)) err = bad(token, "seed= needs a non-negative integer").value();
+    return true;
+  }
+  if (auto v = value_of("timestamps")) {
+    if (auto t = parse_timestamps(*v))
+      model.timestamps = *t;
+    else
+      err = bad(token, "timestamps= is read or update").value();
+    return true;
+  }
+  if (auto v = value_of("rapl")) {
+    if (auto r = parse_rapl_start(*v))
+      model.rapl_start = *r;
+    else
+      err = bad(token, "rapl= is random, zero or near-wrap").value();
+    return true;
+  }
+  return false;
 }
 
 Result<void> check_counts(const MachineSpec& spec, std::string_view token) {
@@ -51,8 +118,12 @@ Result<MachineSpec> parse_tokens(std::string_view text) {
     pos = comma + 1;
     if (token.empty()) return bad(text, "empty item");
     any = true;
-    std::string lower;
-    for (char c : token) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string lower = lowered(token);
+    std::optional<Error> err;
+    if (model_token(token, lower, spec.model, err)) {
+      if (err) return fail(*err);
+      continue;
+    }
     if (lower == "psys") {
       spec.psys = true;
       continue;
@@ -106,12 +177,15 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
             const Sku* sku = lookup_sku(gv.get<std::string>());
             if (sku == nullptr) return bad(gv.get<std::string>(), "unknown GPU");
             gs.sku = std::string(sku->key);
+          } else if (gk == "partial_sampling") {
+            if (!gv.is_boolean()) return bad(gk + "=" + gv.dump(), "partial_sampling must be true or false");
+            gs.partial_sampling = gv.get<bool>();
           } else if (gk == "uuid") {
             if (!gv.is_string() || !valid_uuid(gv.get<std::string>()))
               return bad(gv.dump(), "uuid must be a string like GPU-xxxxxxxx-...");
             gs.uuid = gv.get<std::string>();
           } else {
-            return bad(gk, "unknown GPU field (sku, uuid)");
+            return bad(gk, "unknown GPU field (sku, uuid, partial_sampling)");
           }
         }
         spec.gpus.push_back(std::move(gs));
@@ -127,6 +201,8 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
           for (const auto& [ck, cv] : c.items()) {
             if (ck == "dram" && cv.is_boolean()) {
               cs.dram = cv.get<bool>();
+            } else if (ck == "core" && cv.is_boolean()) {
+              cs.core = cv.get<bool>();
             } else if (ck == "idle_package_w" && cv.is_number() && cv.get<double>() >= 0) {
               cs.idle_package_w = cv.get<double>();
             } else if (ck == "idle_dram_w" && cv.is_number() && cv.get<double>() >= 0) {
@@ -135,7 +211,7 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
               cs.max_energy_range_uj = cv.get<std::uint64_t>();
             } else {
               return bad(ck + "=" + cv.dump(),
-                         "unknown or invalid CPU field (dram, idle_package_w, idle_dram_w, max_energy_range_uj)");
+                         "unknown or invalid CPU field (dram, core, idle_package_w, idle_dram_w, max_energy_range_uj)");
             }
           }
           spec.cpus.push_back(cs);
@@ -146,8 +222,23 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
     } else if (key == "psys") {
       if (!value.is_boolean()) return bad(source, "\"psys\" must be true or false");
       spec.psys = value.get<bool>();
+    } else if (key == "model") {
+      auto k = value.is_string() ? parse_model_kind(value.get<std::string>()) : std::nullopt;
+      if (!k) return bad("model=" + value.dump(), "\"model\" is \"faithful\" or \"ideal\"");
+      spec.model.kind = *k;
+    } else if (key == "seed") {
+      if (!value.is_number_unsigned()) return bad("seed=" + value.dump(), "\"seed\" must be a non-negative integer");
+      spec.model.seed = value.get<std::uint64_t>();
+    } else if (key == "timestamps") {
+      auto t = value.is_string() ? parse_timestamps(value.get<std::string>()) : std::nullopt;
+      if (!t) return bad("timestamps=" + value.dump(), "\"timestamps\" is \"read\" or \"update\"");
+      spec.model.timestamps = *t;
+    } else if (key == "rapl") {
+      auto r = value.is_string() ? parse_rapl_start(value.get<std::string>()) : std::nullopt;
+      if (!r) return bad("rapl=" + value.dump(), "\"rapl\" is \"random\", \"zero\" or \"near-wrap\"");
+      spec.model.rapl_start = *r;
     } else {
-      return bad(key, "unknown field (gpus, cpus, psys)");
+      return bad(key, "unknown field (gpus, cpus, psys, model, seed, timestamps, rapl)");
     }
   }
   if (!cpus_given) spec.cpus.assign(1, CpuSpec{});
@@ -159,6 +250,19 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
 }
 
 }  // namespace
+
+std::string_view to_string(ModelKind kind) { return kind == ModelKind::kIdeal ? "ideal" : "faithful"; }
+std::string_view to_string(TimestampMeaning meaning) {
+  return meaning == TimestampMeaning::kUpdateTime ? "update" : "read";
+}
+std::string_view to_string(RaplStart start) {
+  switch (start) {
+    case RaplStart::kZero: return "zero";
+    case RaplStart::kNearWrap: return "near-wrap";
+    case RaplStart::kRandom:
+    default: return "random";
+  }
+}
 
 Result<MachineSpec> parse_spec(std::string_view text) {
   try {

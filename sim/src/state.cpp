@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -47,7 +48,70 @@ int init_mutex(State* s) {
 
 const Sku& sku_of(const GpuState& g) { return all_skus()[static_cast<std::size_t>(g.sku_index)]; }
 
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double uniform01(std::uint64_t key) { return static_cast<double>(mix64(key) >> 11) * 0x1.0p-53; }
+
+double gauss(std::uint64_t key) {
+  // Irwin–Hall with four terms: mean 2, variance 1/3; cheap, smooth enough, and bounded.
+  const std::uint64_t h = mix64(key);
+  const std::uint64_t h2 = mix64(h ^ 0x5bd1e9955bd1e995ULL);
+  const double sum = static_cast<double>(h & 0xffffffffULL) + static_cast<double>(h >> 32) +
+                     static_cast<double>(h2 & 0xffffffffULL) + static_cast<double>(h2 >> 32);
+  return (sum * 0x1.0p-32 - 2.0) * 1.7320508075688772;
+}
+
 namespace {
+
+constexpr double kNsPerS = 1e9;
+
+// --- model constants (sim/README.md, "The faithful model") --------------------------------
+// Electrical response of the board to a change of demand (VRM and decoupling; kernels ramp in
+// a few ms): first-order lag.
+constexpr double kElecTauMs = 2.0;
+// Load-change transient: an overshoot (or dip) of this share of the change of mean power,
+// decaying with kTransientTauMs.
+constexpr double kTransientGain = 0.2;
+constexpr double kTransientTauMs = 25.0;
+// The power-limit control loop: the SM clock approaches the clock the limit allows with these
+// time constants — slowly when it must come down (the cap settles over ~0.5 s: 3τ ≈ 0.45 s to
+// within 5 %), fast when the GPU may boost.
+constexpr double kClockDownTauMs = 150.0;
+constexpr double kClockUpTauMs = 15.0;
+// Physical power noise per 1 ms step: relative and absolute parts (σ).
+constexpr double kNoiseRel = 0.015;
+constexpr double kNoiseAbsW = 0.3;
+// Sensors: per-device gain error (uniform ±), per-update noise (σ), update-period drift
+// (uniform ±), update jitter σ as a share of the period (uniform in the range).
+constexpr double kGainError = 0.02;
+constexpr double kUpdateNoise = 0.003;
+constexpr double kPeriodDrift = 0.0005;
+constexpr double kJitterMin = 0.001, kJitterMax = 0.01;
+// RAPL package power noise per step (σ, relative).
+constexpr double kCpuNoiseRel = 0.02;
+
+// Seed salts, one per random quantity.
+enum Salt : std::uint64_t {
+  kSaltGain = 1,
+  kSaltEnergyTicks,
+  kSaltPowerTicks,
+  kSaltNoise,
+  kSaltUpdateNoise,
+  kSaltCounterStart,
+  kSaltPhase,
+  kSaltDrift,
+  kSaltJitter,
+  kSaltCpu,
+};
+
+std::uint64_t key(std::uint64_t seed, std::uint64_t salt, std::uint64_t a = 0, std::uint64_t b = 0) {
+  return mix64(mix64(mix64(seed ^ (salt * 0x100000001b3ULL)) ^ a) ^ b);
+}
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   std::int64_t q = a / b;
@@ -55,113 +119,405 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return q;
 }
 
-constexpr double kNsPerS = 1e9;
+double decay(double tau_ms) { return std::exp(-1.0 / tau_ms); }  // per 1 ms step
+
+std::int64_t tick_time(const TickSeries& t, std::int64_t k) {
+  std::int64_t base = t.origin_ns + k * t.period_ns;
+  if (t.jitter_ns > 0.0) {
+    const double j = std::clamp(t.jitter_ns * gauss(mix64(t.salt ^ static_cast<std::uint64_t>(k))), -3.0 * t.jitter_ns,
+                                3.0 * t.jitter_ns);
+    base += static_cast<std::int64_t>(std::llround(j));
+  }
+  return base;
+}
+
+/// Sets up a schedule so that last_ns ≤ now < next_ns.
+void init_series(TickSeries& t, std::int64_t now) {
+  std::int64_t k = floor_div(now - t.origin_ns, t.period_ns);
+  while (tick_time(t, k) > now) --k;
+  while (tick_time(t, k + 1) <= now) ++k;
+  t.last_ns = tick_time(t, k);
+  t.next_index = k + 1;
+  t.next_ns = tick_time(t, k + 1);
+}
+
+void step_series(TickSeries& t) {
+  t.last_ns = t.next_ns;
+  ++t.next_index;
+  t.next_ns = tick_time(t, t.next_index);
+}
+
+std::int64_t sampled_window_ns(const GpuState& g) {
+  return g.partial_sampling ? static_cast<std::int64_t>(sku_of(g).sampled_window_ms) * 1'000'000 : 0;
+}
+std::int64_t instant_window_ns(const GpuState& g) {
+  return g.faithful ? static_cast<std::int64_t>(sku_of(g).instant_window_ms) * 1'000'000 : 0;
+}
+const TickSeries& power_series(const GpuState& g) { return g.shared_ticks ? g.energy_ticks : g.power_ticks; }
+
+bool in_low_phase(const GpuState& g, std::int64_t t) {
+  if (g.step_ns <= 0 || g.ripple_depth <= 0.0) return false;
+  const std::int64_t pos = (t - g.load_origin_ns) % g.step_ns;
+  const std::int64_t p = pos < 0 ? pos + g.step_ns : pos;
+  return static_cast<double>(p) >= (1.0 - g.ripple_duty) * static_cast<double>(g.step_ns);
+}
+
+double activity(const GpuState& g, std::int64_t t) {
+  return in_low_phase(g, t) ? g.utilization * (1.0 - g.ripple_depth) : g.utilization;
+}
+
+double clock_floor(const GpuState& g) { return g.locked_max_mhz != 0 ? g.locked_min_mhz : 0.0; }
+double clock_cap(const GpuState& g) { return g.locked_max_mhz != 0 ? g.locked_max_mhz : sku_of(g).max_sm_mhz; }
+
+void update_target(GpuState& g) {
+  const Sku& sku = sku_of(g);
+  const unsigned cap = static_cast<unsigned>(clock_cap(g));
+  const unsigned floor = static_cast<unsigned>(clock_floor(g));
+  // The limit binds on the load's average power: the controller averages over many steps.
+  g.target_clock_mhz = model_clock_mhz(sku, mean_activity(g), g.limit_mw / 1000.0, cap, g.mem_ratio, floor);
+}
+
+/// Power and work rate of the segment starting at `t` from the current physics state.
+void evaluate(GpuState& g, std::int64_t t) {
+  const Sku& sku = sku_of(g);
+  if (!g.faithful) {
+    g.power_w = model_power_w(sku, g.clock_mhz, g.utilization, g.mem_ratio);
+    g.work_rate = g.utilization * model_speed(sku, g.clock_mhz, g.mem_ratio);
+    return;
+  }
+  const double a = activity(g, t);
+  const double noise = (kNoiseRel * g.elec_w + kNoiseAbsW) *
+                       gauss(key(g.seed, kSaltNoise, static_cast<std::uint64_t>(g.step_index)));
+  g.power_w = std::max(0.0, g.elec_w + noise);
+  g.work_rate = a * model_speed(sku, g.clock_mhz, g.mem_ratio);
+}
+
+/// The physics step that starts at `t` (faithful model only).
+void physics_step(GpuState& g, std::int64_t t) {
+  const Sku& sku = sku_of(g);
+  static const double kUp = 1.0 - decay(kClockUpTauMs), kDown = 1.0 - decay(kClockDownTauMs);
+  static const double kElec = 1.0 - decay(kElecTauMs), kTrans = decay(kTransientTauMs);
+  const double target = g.target_clock_mhz;
+  g.clock_mhz += (target - g.clock_mhz) * (target < g.clock_mhz ? kDown : kUp);
+  if (std::abs(g.clock_mhz - target) < 0.5) g.clock_mhz = target;
+  g.clock_mhz = std::clamp(g.clock_mhz, std::max<double>(clock_floor(g), sku.min_sm_mhz), clock_cap(g));
+  // The transient rides on the demand and both pass the board's electrical response.
+  g.transient_w *= kTrans;
+  if (std::abs(g.transient_w) < 1e-3) g.transient_w = 0.0;
+  const double demand = model_power_w(sku, g.clock_mhz, activity(g, t), g.mem_ratio) + g.transient_w;
+  g.elec_w += (demand - g.elec_w) * kElec;
+  evaluate(g, t);
+}
+
+void push_ring(GpuState& g, std::int64_t t, double s) {
+  const auto i = static_cast<std::size_t>(g.ring_count % kTickRing);
+  g.ring_t[i] = t;
+  g.ring_s[i] = s;
+  ++g.ring_count;
+}
+
+void power_update(GpuState& g) {
+  const TickSeries& ps = power_series(g);
+  if (g.instant_ns > 0) {
+    double w = g.instant_j / (static_cast<double>(g.instant_ns) / kNsPerS);
+    if (g.faithful)
+      w *= (1.0 + g.gain) *
+           (1.0 + kUpdateNoise * gauss(key(g.seed, kSaltUpdateNoise, 2, static_cast<std::uint64_t>(ps.next_index))));
+    g.instant_w = std::max(0.0, w);
+  } else {
+    g.instant_w = g.power_w;  // ideal: the power of the segment that ended at the update
+  }
+  g.instant_j = 0.0;
+  g.instant_ns = 0;
+}
+
+void energy_update(GpuState& g) {
+  const TickSeries& et = g.energy_ticks;
+  const double period_s = static_cast<double>(et.next_ns - et.last_ns) / kNsPerS;
+  double inc = g.acc_j;
+  if (g.partial_sampling) inc = (g.window_ns > 0 ? g.window_j / (static_cast<double>(g.window_ns) / kNsPerS) : g.power_w) * period_s;
+  if (g.faithful)
+    inc *= (1.0 + g.gain) *
+           (1.0 + kUpdateNoise * gauss(key(g.seed, kSaltUpdateNoise, 1, static_cast<std::uint64_t>(et.next_index))));
+  g.sensor_energy_j += std::max(0.0, inc);
+  g.acc_j = 0.0;
+  g.window_j = 0.0;
+  g.window_ns = 0;
+  push_ring(g, et.next_ns, g.sensor_energy_j);
+  if (g.shared_ticks) power_update(g);
+  step_series(g.energy_ticks);
+}
+
+/// The segment loop shared by advance_gpu and advance_gpu_until_work.
+std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
+  const std::int64_t sw = sampled_window_ns(g);
+  const std::int64_t iw = instant_window_ns(g);
+  while (g.last_ns < now) {
+    const std::int64_t last = g.last_ns;
+    std::int64_t end = now;
+    const std::int64_t step_end = g.epoch_ns + (g.step_index + 1) * kStepNs;
+    if (g.faithful) end = std::min(end, step_end);
+    const std::int64_t e_next = g.energy_ticks.next_ns;
+    const std::int64_t p_next = power_series(g).next_ns;
+    end = std::min(end, e_next);
+    if (!g.shared_ticks) end = std::min(end, p_next);
+    const std::int64_t w_start = e_next - sw, i_start = p_next - iw;
+    if (sw > 0 && w_start > last) end = std::min(end, w_start);
+    if (iw > 0 && i_start > last) end = std::min(end, i_start);
+
+    if (work_target != nullptr && g.work_rate > 0.0) {
+      const double left = *work_target - g.work;
+      if (left <= 0.0) return last;
+      const double need_ns = std::ceil(left / g.work_rate * kNsPerS);
+      if (need_ns < static_cast<double>(end - last)) end = last + static_cast<std::int64_t>(need_ns);
+    }
+    const double dt = static_cast<double>(end - last) / kNsPerS;
+    const double e = g.power_w * dt;
+    g.energy_j += e;
+    g.work += g.work_rate * dt;
+    g.acc_j += e;
+    if (sw > 0 && last >= w_start) g.window_j += e, g.window_ns += end - last;
+    if (iw > 0 && last >= i_start) g.instant_j += e, g.instant_ns += end - last;
+    g.last_ns = end;
+    if (end == e_next) energy_update(g);
+    if (!g.shared_ticks && end == p_next) {
+      power_update(g);
+      step_series(g.power_ticks);
+    }
+    if (g.faithful && end == step_end) {
+      ++g.step_index;
+      physics_step(g, end);
+    }
+    if (work_target != nullptr && g.work >= *work_target) return end;
+  }
+  return g.last_ns;
+}
 
 }  // namespace
 
-void init_gpu(GpuState& g, int sku_index, std::int64_t now) {
-  g.sku_index = sku_index;
-  const Sku& sku = sku_of(g);
-  g.limit_mw = sku.default_limit_w * 1000u;
-  g.last_ns = now;
-  const std::int64_t pp = static_cast<std::int64_t>(sku.power_period_ms) * 1'000'000;
-  // Ticks strictly after creation are recorded; before the first, readings show the power now.
-  g.first_tick = floor_div(now, pp) + 1;
-  g.last_tick = g.first_tick - 1;
-  for (auto& f : g.faults) f = FaultSlot{};
-  recompute_gpu(g);
-  g.tick_power_w = g.power_w;
+double mean_activity(const GpuState& g) {
+  return g.step_ns > 0 ? g.utilization * (1.0 - g.ripple_depth * g.ripple_duty) : g.utilization;
 }
 
-void recompute_gpu(GpuState& g) {
+double mean_power_w(const GpuState& g) {
+  return model_power_w(sku_of(g), g.clock_mhz, mean_activity(g), g.mem_ratio);
+}
+
+void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
+  g.sku_index = init.sku_index;
   const Sku& sku = sku_of(g);
-  const unsigned cap = g.locked_max_mhz != 0 ? g.locked_max_mhz : sku.max_sm_mhz;
-  const double u = g.utilization;
-  const unsigned f = model_clock_mhz(sku, u, g.limit_mw / 1000.0, cap);
-  g.clock_mhz = f;
-  g.power_w = model_power_w(sku, f, u);
-  g.work_rate = u * model_speed(sku, f);
+  g.seed = key(init.seed, 0x6770755fULL, init.position);  // "gpu_"
+  g.faithful = init.faithful ? 1 : 0;
+  g.partial_sampling = (init.faithful && (init.partial_sampling < 0 ? sku.sampled_window_ms > 0 : init.partial_sampling != 0)) ? 1 : 0;
+  if (g.partial_sampling && sku.sampled_window_ms == 0) g.partial_sampling = 0;  // nothing to sample
+  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;
+  g.gain = init.faithful ? kGainError * (2.0 * uniform01(key(g.seed, kSaltGain)) - 1.0) : 0.0;
+  g.limit_mw = sku.default_limit_w * 1000u;
+  g.mem_ratio = 1.0;
+  for (auto& f : g.faults) f = FaultSlot{};
+
+  auto make_series = [&](TickSeries& t, unsigned period_ms, std::uint64_t salt) {
+    const double nominal = static_cast<double>(period_ms) * 1e6;
+    if (init.faithful) {
+      const double drift = kPeriodDrift * (2.0 * uniform01(key(g.seed, kSaltDrift, salt)) - 1.0);
+      t.period_ns = static_cast<std::int64_t>(std::llround(nominal * (1.0 + drift)));
+      t.origin_ns = now + static_cast<std::int64_t>(uniform01(key(g.seed, kSaltPhase, salt)) * static_cast<double>(t.period_ns));
+      const double share = kJitterMin + (kJitterMax - kJitterMin) * uniform01(key(g.seed, kSaltJitter, salt));
+      t.jitter_ns = share * nominal;
+    } else {
+      t.period_ns = static_cast<std::int64_t>(nominal);
+      t.origin_ns = 0;
+      t.jitter_ns = 0.0;
+    }
+    t.salt = key(g.seed, salt);
+    init_series(t, now);
+  };
+  make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks);
+  if (!g.shared_ticks) make_series(g.power_ticks, sku.power_period_ms, kSaltPowerTicks);
+
+  // Idle at the lowest clock, settled.
+  g.utilization = 0.0;
+  update_target(g);
+  g.clock_mhz = g.target_clock_mhz;
+  g.elec_w = model_power_w(sku, g.clock_mhz, 0.0, g.mem_ratio);
+  g.transient_w = 0.0;
+  g.last_ns = now;
+  g.epoch_ns = now;
+  g.step_index = 0;
+  evaluate(g, now);
+
+  // The device existed before the simulation: the sensor periods under way at creation are
+  // credited with the idle power from their start, so the first update reports a whole period.
+  const double p0 = g.elec_w;
+  const std::int64_t since_e = now - g.energy_ticks.last_ns;
+  g.acc_j = p0 * static_cast<double>(since_e) / kNsPerS;
+  const std::int64_t sw = sampled_window_ns(g);
+  if (sw > 0) {
+    const std::int64_t ws = std::max(g.energy_ticks.next_ns - sw, g.energy_ticks.last_ns);
+    if (now > ws) g.window_ns = now - ws, g.window_j = p0 * static_cast<double>(g.window_ns) / kNsPerS;
+  }
+  const std::int64_t iw = instant_window_ns(g);
+  const TickSeries& ps = power_series(g);
+  if (iw > 0) {
+    const std::int64_t is = std::max(ps.next_ns - iw, ps.last_ns);
+    if (now > is) g.instant_ns = now - is, g.instant_j = p0 * static_cast<double>(g.instant_ns) / kNsPerS;
+  }
+  g.instant_w = p0;
+  g.sensor_energy_j = 0.0;
+  g.ring_count = 0;
+  push_ring(g, g.energy_ticks.last_ns, 0.0);
+  // A driver loaded long ago: the counter starts at a seeded value (1 MJ to 100 MJ in mJ).
+  g.counter_start_mj = init.faithful ? std::floor(1e9 + 99e9 * uniform01(key(g.seed, kSaltCounterStart))) : 0.0;
+  g.counter_offset_mj = 0.0;
 }
 
 void advance_gpu(GpuState& g, std::int64_t now) {
-  if (now <= g.last_ns) return;
+  if (now > g.last_ns) run(g, now, nullptr);
+}
+
+std::int64_t advance_gpu_until_work(GpuState& g, std::int64_t now, double target) {
+  if (g.work >= target) return g.last_ns;
+  if (now <= g.last_ns) return g.last_ns;
+  return run(g, now, &target);
+}
+
+void controls_changed(GpuState& g, double mean_power_before) {
   const Sku& sku = sku_of(g);
-  const double p = g.power_w;
-  const std::int64_t last = g.last_ns;
-  // Energy counter: the latest energy tick in (last, now] sees E(last) + P·(tick − last).
-  const std::int64_t ep = static_cast<std::int64_t>(sku.energy_period_ms) * 1'000'000;
-  const std::int64_t etick = floor_div(now, ep) * ep;
-  if (etick > last) g.tick_energy_j = g.energy_j + p * static_cast<double>(etick - last) / kNsPerS;
-  // Power sensor: ticks in (last, now] all fall in this constant-power segment.
-  const std::int64_t pp = static_cast<std::int64_t>(sku.power_period_ms) * 1'000'000;
-  const std::int64_t j_end = floor_div(now, pp);
-  std::int64_t j_begin = floor_div(last, pp) + 1;
-  if (j_begin < g.first_tick) j_begin = g.first_tick;
-  if (j_end >= j_begin) {
-    g.tick_power_w = p;
-    std::int64_t j = j_end - static_cast<std::int64_t>(kRing) + 1;
-    if (j < j_begin) j = j_begin;
-    for (; j <= j_end; ++j)
-      g.ring[static_cast<std::size_t>(j % kRing)] = g.energy_j + p * static_cast<double>(j * pp - last) / kNsPerS;
-    g.last_tick = j_end;
+  // Memory clock: the highest supported one within a lock, if any (else the lowest supported).
+  double mem = sku.mem_clocks_mhz[0];
+  if (g.mem_locked_max_mhz != 0 && mem > 0) {
+    const unsigned n = mem_clock_count(sku);
+    mem = sku.mem_clocks_mhz[n - 1];
+    for (unsigned i = 0; i < n; ++i)
+      if (sku.mem_clocks_mhz[i] <= g.mem_locked_max_mhz) {
+        mem = sku.mem_clocks_mhz[i];
+        break;
+      }
   }
-  const double dt = static_cast<double>(now - last) / kNsPerS;
-  g.energy_j += p * dt;
-  g.work += g.work_rate * dt;
-  g.last_ns = now;
+  g.mem_ratio = sku.mem_clocks_mhz[0] != 0 ? mem / sku.mem_clocks_mhz[0] : 1.0;
+  update_target(g);
+  if (!g.faithful) {
+    g.clock_mhz = g.target_clock_mhz;
+    g.elec_w = mean_power_w(g);
+  } else {
+    // Locked clocks act at once (a hard cap); the power limit through the control loop.
+    g.clock_mhz = std::clamp(g.clock_mhz, std::max<double>(clock_floor(g), sku.min_sm_mhz), clock_cap(g));
+    if (mean_power_before >= 0.0) g.transient_w += kTransientGain * (mean_power_w(g) - mean_power_before);
+  }
+  evaluate(g, g.last_ns);
 }
 
 std::uint64_t reported_energy_mj(const GpuState& g) {
-  const double mj = std::floor(g.tick_energy_j * 1000.0 - g.counter_base_mj);
+  const double mj = std::floor(g.counter_start_mj + g.sensor_energy_j * 1000.0 - g.counter_offset_mj);
   return mj > 0.0 ? static_cast<std::uint64_t>(mj) : 0;
 }
 
-std::int64_t energy_tick_ns(const GpuState& g) {
-  const std::int64_t ep = static_cast<std::int64_t>(sku_of(g).energy_period_ms) * 1'000'000;
-  return floor_div(g.last_ns, ep) * ep;
+std::int64_t next_sensor_update_ns(const GpuState& g) {
+  return g.shared_ticks ? g.energy_ticks.next_ns : std::min(g.energy_ticks.next_ns, g.power_ticks.next_ns);
 }
-
-std::int64_t power_tick_ns(const GpuState& g) {
-  const std::int64_t pp = static_cast<std::int64_t>(sku_of(g).power_period_ms) * 1'000'000;
-  // Before the first tick after creation, the reading is the one from the tick before it.
-  return g.last_tick >= g.first_tick ? g.last_tick * pp : (g.first_tick - 1) * pp;
-}
-
-double reading_instant_w(const GpuState& g) { return g.tick_power_w; }
 
 double reading_average_w(const GpuState& g) {
-  const Sku& sku = sku_of(g);
-  const std::int64_t n = 1000 / sku.power_period_ms;  // ticks per second
-  const std::int64_t last = g.last_tick;
-  if (last <= g.first_tick) return g.tick_power_w;  // fewer than two ticks recorded yet
-  std::int64_t from = last - n;
-  if (from < g.first_tick) from = g.first_tick;
-  const double de = g.ring[static_cast<std::size_t>(last % kRing)] - g.ring[static_cast<std::size_t>(from % kRing)];
-  return de / (static_cast<double>((last - from) * sku.power_period_ms) / 1000.0);
+  const std::int64_t last = g.ring_count - 1;
+  const std::int64_t oldest = std::max<std::int64_t>(0, g.ring_count - kTickRing);
+  const std::int64_t per_second = std::max<std::int64_t>(1, 1000 / sku_of(g).energy_period_ms);
+  const std::int64_t from = std::max(oldest, last - per_second);
+  if (from >= last) return g.instant_w;  // fewer than two updates yet
+  const auto i = static_cast<std::size_t>(last % kTickRing), j = static_cast<std::size_t>(from % kTickRing);
+  const double dt = static_cast<double>(g.ring_t[i] - g.ring_t[j]) / kNsPerS;
+  return dt > 0.0 ? (g.ring_s[i] - g.ring_s[j]) / dt : g.instant_w;
 }
 
 int reading_temperature_c(const GpuState& g) {
   const Sku& sku = sku_of(g);
   // 30 °C at rest, +45 °C at the maximum power limit: a plausible, monotonic stand-in.
-  return static_cast<int>(std::lround(30.0 + 45.0 * g.tick_power_w / sku.max_limit_w));
+  return static_cast<int>(std::lround(30.0 + 45.0 * g.instant_w / sku.max_limit_w));
 }
 
-double psys_power_w(const State& s) {
-  double w = s.psys_extra_w;
-  for (unsigned c = 0; c < s.cpu_count; ++c) w += s.cpus[c].package_w + (s.cpus[c].dram ? s.cpus[c].dram_w : 0.0);
-  return w;
+unsigned reported_clock_mhz(const GpuState& g) { return nearest_sm_clock_mhz(sku_of(g), g.clock_mhz); }
+
+bool sensor_energy_at(const GpuState& g, std::int64_t t, double& joules) {
+  const std::int64_t n = g.ring_count;
+  const std::int64_t oldest = std::max<std::int64_t>(0, n - kTickRing);
+  if (n < 2) return false;
+  auto time_of = [&](std::int64_t k) { return g.ring_t[static_cast<std::size_t>(k % kTickRing)]; };
+  auto energy_of = [&](std::int64_t k) { return g.ring_s[static_cast<std::size_t>(k % kTickRing)]; };
+  if (t < time_of(oldest) || t >= time_of(n - 1)) return false;
+  std::int64_t lo = oldest, hi = n - 1;  // time_of(lo) ≤ t < time_of(hi)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (time_of(mid) <= t ? lo : hi) = mid;
+  }
+  const double frac = static_cast<double>(t - time_of(lo)) / static_cast<double>(time_of(hi) - time_of(lo));
+  joules = energy_of(lo) + (energy_of(hi) - energy_of(lo)) * frac;
+  return true;
 }
 
-void advance_cpus(State& s, std::int64_t now) {
-  if (now <= s.cpu_last_ns) return;
-  const double dt = static_cast<double>(now - s.cpu_last_ns) / kNsPerS;
+// --- CPUs -----------------------------------------------------------------------------------
+
+namespace {
+
+template <class F>
+void for_each_domain(State& s, F&& f) {
   for (unsigned c = 0; c < s.cpu_count && c < kMaxCpus; ++c) {
     CpuState& cpu = s.cpus[c];
-    cpu.package_j += cpu.package_w * dt;
-    if (cpu.dram) cpu.dram_j += cpu.dram_w * dt;
+    f(cpu.package, c * 4 + 0);
+    if (cpu.dram) f(cpu.dram_domain, c * 4 + 1);
+    if (cpu.core) f(cpu.core_domain, c * 4 + 2);
   }
-  if (s.psys) s.psys_j += psys_power_w(s) * dt;
-  s.cpu_last_ns = now;
+  if (s.psys) f(s.psys_domain, 4 * kMaxCpus);
+}
+
+void cpu_step(State& s) {
+  const bool faithful = s.faithful != 0;
+  double platform = s.psys_extra_w;
+  for (unsigned c = 0; c < s.cpu_count && c < kMaxCpus; ++c) {
+    CpuState& cpu = s.cpus[c];
+    auto noisy = [&](RaplDomain& d, std::uint64_t which) {
+      d.step_power_w = faithful ? std::max(0.0, d.power_w * (1.0 + kCpuNoiseRel *
+                                                                      gauss(key(s.seed, kSaltCpu, c * 4 + which,
+                                                                                static_cast<std::uint64_t>(s.cpu_step_index)))))
+                                : d.power_w;
+    };
+    noisy(cpu.package, 0);
+    cpu.dram_domain.power_w = cpu.dram ? cpu.dram_domain.power_w : 0.0;
+    noisy(cpu.dram_domain, 1);
+    // The core sub-zone is part of the package (the cores' share of it).
+    cpu.core_domain.step_power_w = 0.6 * cpu.package.step_power_w;
+    platform += cpu.package.step_power_w + (cpu.dram ? cpu.dram_domain.step_power_w : 0.0);
+  }
+  s.psys_domain.step_power_w = platform;
+}
+
+}  // namespace
+
+void advance_cpus(State& s, std::int64_t now) {
+  const bool faithful = s.faithful != 0;
+  while (s.cpu_last_ns < now) {
+    const std::int64_t last = s.cpu_last_ns;
+    const std::int64_t step_end = s.created_ns + (s.cpu_step_index + 1) * kStepNs;
+    std::int64_t end = std::min(now, step_end);
+    if (faithful) end = std::min(end, s.rapl_next_ns);
+    const double dt = static_cast<double>(end - last) / kNsPerS;
+    for_each_domain(s, [&](RaplDomain& d, unsigned) { d.energy_j += d.step_power_w * dt; });
+    s.cpu_last_ns = end;
+    if (faithful && end == s.rapl_next_ns) {
+      for_each_domain(s, [&](RaplDomain& d, unsigned) { d.tick_energy_j = d.energy_j; });
+      s.rapl_next_ns += kRaplPeriodNs;
+    }
+    if (end == step_end) {
+      ++s.cpu_step_index;
+      cpu_step(s);
+    }
+  }
+  if (!faithful) for_each_domain(s, [&](RaplDomain& d, unsigned) { d.tick_energy_j = d.energy_j; });
+}
+
+std::uint64_t rapl_value_uj(const State& s, const RaplDomain& d) {
+  const double uj = (d.start_j + d.tick_energy_j) * 1e6;
+  if (uj <= 0.0 || d.range_uj == 0) return 0;
+  // The hardware counts whole units; the kernel shows units × unit in µJ, modulo the range.
+  const double quantized = s.faithful ? std::floor(std::floor(uj / d.unit_uj) * d.unit_uj) : std::floor(uj);
+  return static_cast<std::uint64_t>(std::fmod(quantized, static_cast<double>(d.range_uj)));
 }
 
 void advance_all(State& s, std::int64_t now) {
@@ -169,18 +525,15 @@ void advance_all(State& s, std::int64_t now) {
   advance_cpus(s, now);
 }
 
+// --- the lock-free read path ----------------------------------------------------------------
+
 void publish_snapshot(const State& s, GpuState& g) {
   if (s.virtual_clock != 0 || g.lost != 0) return;
   for (const auto& f : g.faults)
     if (f.call >= 0 && f.remaining != 0) return;
   const Sku& sku = sku_of(g);
-  const std::int64_t ep = static_cast<std::int64_t>(sku.energy_period_ms) * 1'000'000;
-  const std::int64_t pp = static_cast<std::int64_t>(sku.power_period_ms) * 1'000'000;
-  // The readings change at the next energy tick after last_ns and at the next power tick (the
-  // first one at first_tick): see advance_gpu.
-  const std::int64_t next_energy = floor_div(g.last_ns, ep) * ep + ep;
-  const std::int64_t next_power = (g.last_tick + 1 > g.first_tick ? g.last_tick + 1 : g.first_tick) * pp;
-  const std::int64_t until = next_energy < next_power ? next_energy : next_power;
+  // The readings change at the next sensor update after last_ns.
+  const std::int64_t until = next_sensor_update_ns(g);
 
   // A seqlock without fences (TSan does not model them): each field is stored with release, so a
   // reader that sees a new field also sees the odd sequence stored before it; readers load the
@@ -194,11 +547,13 @@ void publish_snapshot(const State& s, GpuState& g) {
   put(g.snap_from_ns, g.last_ns);
   put(g.snap_until_ns, until);
   put(g.snap_real_offset_ns, s.real_offset_ns);
+  put(g.snap_wall_offset_ns, s.wall_offset_ns);
   put(g.snap_energy_mj, sku.has_energy_counter ? reported_energy_mj(g) : std::uint64_t{0});
   put(g.snap_energy_wall_us, (energy_tick_ns(g) + s.wall_offset_ns) / 1000);
   put(g.snap_power_mw, watts_to_mw(reading_instant_w(g)));
   put(g.snap_power_wall_us, (power_tick_ns(g) + s.wall_offset_ns) / 1000);
-  put(g.snap_flags, (sku.has_energy_counter ? kSnapEnergy : 0u) | (sku.ga100_or_older ? kSnapUsageIsInstant : 0u));
+  put(g.snap_flags, (sku.has_energy_counter ? kSnapEnergy : 0u) | (sku.ga100_or_older ? kSnapUsageIsInstant : 0u) |
+                        (s.stamp_update_time ? 0u : kSnapStampRead));
   seq.store(v + 2, std::memory_order_release);
 }
 
@@ -210,6 +565,7 @@ bool load_snapshot(const State& s, GpuState& g, Snapshot& out) {
   const std::uint64_t epoch = get(g.snap_epoch);
   const std::int64_t from = get(g.snap_from_ns), until = get(g.snap_until_ns);
   const std::int64_t offset = get(g.snap_real_offset_ns);
+  const std::int64_t wall_offset = get(g.snap_wall_offset_ns);
   out.energy_mj = get(g.snap_energy_mj);
   out.energy_wall_us = get(g.snap_energy_wall_us);
   out.power_mw = get(g.snap_power_mw);
@@ -218,6 +574,7 @@ bool load_snapshot(const State& s, GpuState& g, Snapshot& out) {
   if (seq.load(std::memory_order_relaxed) != v) return false;
   if (std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_acquire) != epoch) return false;
   const std::int64_t now = monotonic_ns() + offset;
+  out.now_wall_us = (now + wall_offset) / 1000;
   return now >= from && now < until;
 }
 

@@ -5,14 +5,19 @@
 //
 // The state is one POD struct in a file (`dir/state`) that every attached process mmaps
 // MAP_SHARED. A robust, process-shared pthread mutex guards it; a process killed while holding
-// it leaves it EOWNERDEAD, and the next locker marks it consistent and carries on (every update
-// below is a few stores, so the worst case is one lost update).
+// it leaves it EOWNERDEAD, and the next locker marks it consistent and carries on.
 //
-// Model integration is lazy and exact: each device's power is constant between control events
-// (utilization, limit, clock changes), so every access under the lock first advances the device
-// from `last_ns` to now, adding P·dt to the true energy, and records the readings the sensors
-// would show (energy counter at the last 100 ms tick, instant power at the last power tick,
-// energies at power ticks for the 1 s average).
+// Physics and sensors are separate (sim/README.md, "The faithful model"):
+//  - physics advances in 1 ms steps: power follows the load (ripple at the workload's step
+//    period) through an electrical lag, with a transient at each load change and seeded noise; a
+//    control loop moves the SM clock toward the clock the power limit allows. Power is constant
+//    within a step, so the true energy is an exact sum;
+//  - each sensor updates on its own schedule (a per-device period, phase and jitter) from what it
+//    measured of the physics: the whole period, or only its last part (partial sampling), with a
+//    per-device gain error and per-update noise. The energy it integrated is the second truth.
+// Everything random derives from the machine seed and is a pure function of (seed, device, index),
+// so processes that advance the same state in different chunks get identical results.
+// The ideal model (tests of exact arithmetic) switches every imperfection off.
 
 #include <pthread.h>
 
@@ -23,14 +28,18 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kVersion = 3;
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
-inline constexpr unsigned kRing = 64;       // power ticks kept; ≥ 1 s / shortest power period (20 ms) + 1
-inline constexpr unsigned kCallKinds = 32;  // ≥ SimCall::kCount
+inline constexpr unsigned kTickRing = 1024;  // energy-counter updates kept per GPU: ~100 s at 100 ms
+inline constexpr unsigned kCallKinds = 32;   // ≥ SimCall::kCount
 inline constexpr unsigned kSpecTextSize = 16384;
 inline constexpr unsigned kPathSize = 4096;
+/// Physics step: power is constant within one.
+inline constexpr std::int64_t kStepNs = 1'000'000;
+/// RAPL update period: the MSR time unit, 2^-10 s (hardware.md §4.3: "about every 1 ms").
+inline constexpr std::int64_t kRaplPeriodNs = 976'562;
 
 struct FaultSlot {
   std::int32_t call = -1;  // SimCall value; -1 = free slot
@@ -38,58 +47,103 @@ struct FaultSlot {
   std::int32_t remaining = 0;  // < 0: until cleared
 };
 
+/// One sensor's update schedule: update k happens at origin + k·period + jitter(k), with
+/// jitter(k) a seeded Gaussian of σ = jitter_ns clipped to ±3σ (≪ period: updates stay ordered).
+struct TickSeries {
+  std::int64_t period_ns = 0;
+  std::int64_t origin_ns = 0;
+  double jitter_ns = 0.0;
+  std::uint64_t salt = 0;
+  std::int64_t next_index = 0;  // the next update
+  std::int64_t next_ns = 0;
+  std::int64_t last_ns = 0;  // the latest update at or before the processed time
+};
+
 struct GpuState {
-  // Identity, fixed at creation.
+  // --- identity and model parameters, fixed at creation --------------------------------------
   std::int32_t sku_index = 0;
   char uuid[96] = {};
-  // Controls.
-  double utilization = 0.0;
+  std::uint64_t seed = 0;
+  std::int32_t faithful = 1;
+  std::int32_t partial_sampling = 0;
+  std::int32_t shared_ticks = 1;  // the power fields update with the energy counter
+  double gain = 0.0;              // sensor gain error (relative)
+  // --- controls ------------------------------------------------------------------------------
+  double utilization = 0.0;  // busy level of the load, 0..1
+  std::int64_t step_ns = 0;  // the load's step period (ripple); 0 = steady
+  double ripple_depth = 0.0, ripple_duty = 0.0;
+  std::int64_t load_origin_ns = 0;  // steps count from here
   std::uint32_t limit_mw = 0;
   std::uint32_t locked_min_mhz = 0, locked_max_mhz = 0;  // 0/0 = not locked
   std::uint32_t mem_locked_min_mhz = 0, mem_locked_max_mhz = 0;
   std::int32_t persistence = 0;
   std::int32_t lost = 0;
-  // Derived from the controls (constant until the next control event).
-  double power_w = 0.0;
-  double clock_mhz = 0.0;
-  double work_rate = 0.0;  // work units per second
-  // Integration.
-  std::int64_t last_ns = 0;
-  double energy_j = 0.0;  // true energy since creation
+  // --- physics ------------------------------------------------------------------------------
+  double clock_mhz = 0.0;         // SM clock now (continuous; reported as the nearest table clock)
+  double target_clock_mhz = 0.0;  // where the power-limit control loop is heading
+  double mem_ratio = 1.0;         // memory clock / highest memory clock
+  double elec_w = 0.0;            // electrical power: the demand through a first-order lag
+  double transient_w = 0.0;       // load-change transient, decaying
+  double power_w = 0.0;           // power over the current segment
+  double work_rate = 0.0;         // work units per second over the current segment
+  std::int64_t epoch_ns = 0;      // creation: physics steps and sensor phases count from here
+  std::int64_t step_index = 0;    // physics step the current segment belongs to (from epoch_ns)
+  std::int64_t last_ns = 0;       // physics and sensors are processed up to here
+  double energy_j = 0.0;          // true energy since creation
   double work = 0.0;
-  // Energy counter: energy at the latest energy tick ≤ last_ns.
-  double tick_energy_j = 0.0;
-  // Power sensor: power during the segment holding the latest power tick, and the energies at
-  // power ticks (ring[k % kRing]) for averages; ticks first_tick..last_tick are valid.
-  double tick_power_w = 0.0;
-  std::int64_t first_tick = 0, last_tick = -1;
-  double ring[kRing] = {};
-  // Reported counter = tick energy (mJ) − counter_base_mj (reset / backwards faults), ≥ 0.
-  double counter_base_mj = 0.0;
+  // --- sensors ------------------------------------------------------------------------------
+  TickSeries energy_ticks, power_ticks;  // power_ticks unused when shared_ticks
+  double sensor_energy_j = 0.0;          // sensor-integrated energy at the latest energy update
+  double acc_j = 0.0;                    // ∫P since the latest energy update
+  double window_j = 0.0;                 // ∫P inside this period's sampled window (partial sampling)
+  std::int64_t window_ns = 0;
+  double instant_j = 0.0;  // ∫P inside this power period's instant-power window
+  std::int64_t instant_ns = 0;
+  double instant_w = 0.0;  // latest instant power reading
+  // Reported counter = max(0, floor(counter_start_mj + sensor_energy_j·1000 − counter_offset_mj)).
+  double counter_start_mj = 0.0;
+  double counter_offset_mj = 0.0;  // reset / backwards faults
+  // Energy-counter updates: time and sensor energy, for the 1 s average and the sensor truth.
+  std::int64_t ring_t[kTickRing] = {};
+  double ring_s[kTickRing] = {};
+  std::int64_t ring_count = 0;
+  // --- faults and observation ----------------------------------------------------------------
   FaultSlot faults[kMaxFaults];
   std::uint64_t calls[kCallKinds] = {};  // atomic (std::atomic_ref): the read path counts without the lock
   // The lock-free read path: the sensor readings as of the last locked read, published with a
   // sequence counter (odd while written). They stay what the driver would report for sim times
-  // in [snap_from_ns, snap_until_ns) — the next energy or power tick — unless a control event
+  // in [snap_from_ns, snap_until_ns) — until the next sensor update — unless a control event
   // intervenes, which State::control_epoch tells. All accessed atomically.
   std::uint64_t snap_seq = 0;
   std::uint64_t locked_calls = 0;  // calls that took the lock (the others were lock-free reads)
   std::uint64_t snap_epoch = 0;    // control_epoch when published
   std::int64_t snap_from_ns = 0, snap_until_ns = 0;
   std::int64_t snap_real_offset_ns = 0;  // sim time = CLOCK_MONOTONIC + this (real clock only)
+  std::int64_t snap_wall_offset_ns = 0;
   std::uint64_t snap_energy_mj = 0;
   std::int64_t snap_energy_wall_us = 0;
   std::uint32_t snap_power_mw = 0;
-  std::uint32_t snap_flags = 0;  // bit 0: energy counter valid; bit 1: instant power is what GetPowerUsage reports
+  std::uint32_t snap_flags = 0;
   std::int64_t snap_power_wall_us = 0;
+};
+
+/// One RAPL energy domain: physics, and the counter the hardware exposes.
+struct RaplDomain {
+  double power_w = 0.0;       // mean power (set by the control API)
+  double step_power_w = 0.0;  // over the current physics step (mean + noise)
+  double energy_j = 0.0;      // true energy since creation
+  double tick_energy_j = 0.0; // energy at the latest RAPL update
+  double start_j = 0.0;       // where the counter started (seeded)
+  double unit_uj = 1.0;       // counter resolution
+  std::uint64_t range_uj = 0;
 };
 
 struct CpuState {
   std::int32_t dram = 1;
+  std::int32_t core = 0;
   double idle_package_w = 0, idle_dram_w = 0;
   std::uint64_t max_energy_range_uj = 0;
-  double package_w = 0, dram_w = 0;
-  double package_j = 0, dram_j = 0;
+  RaplDomain package, dram_domain, core_domain;
 };
 
 struct State {
@@ -102,16 +156,23 @@ struct State {
   std::uint64_t control_epoch = 0;
   std::int32_t privilege = 0;  // erg::sim::Privilege
   std::int32_t virtual_clock = 0;
+  std::int32_t faithful = 1;
+  std::int32_t stamp_update_time = 0;  // field timestamps: 1 = sensor update time, 0 = read time
+  std::uint64_t seed = 0;
+  std::int32_t rapl_start = 0;          // erg::sim::RaplStart
   std::int64_t virtual_ns = 0;          // sim time while virtual
   std::int64_t real_offset_ns = 0;      // sim time = CLOCK_MONOTONIC + offset while real
   std::int64_t wall_offset_ns = 0;      // wall time = sim time + offset
+  std::int64_t created_ns = 0;          // sim time of creation
   std::int32_t lease_pid = 0;           // process that writes the powercap files (real clock)
   std::int64_t lease_heartbeat_ns = 0;  // CLOCK_MONOTONIC of its last refresh
   std::uint32_t gpu_count = 0, cpu_count = 0;
   std::int32_t psys = 0;
   double psys_extra_w = 10.0;  // platform power beyond packages and DRAM
-  double psys_j = 0.0;
+  RaplDomain psys_domain;
   std::int64_t cpu_last_ns = 0;  // CPU packages, DRAM and psys are integrated together
+  std::int64_t cpu_step_index = 0;  // from created_ns
+  std::int64_t rapl_next_ns = 0;  // next RAPL update
   char spec_text[kSpecTextSize] = {};
   char powercap_root[kPathSize] = {};
   GpuState gpus[kMaxGpus];
@@ -142,8 +203,19 @@ class Lock {
 /// W → mW as the driver reports power (rounded, never negative).
 inline std::uint32_t watts_to_mw(double w) { return w <= 0.0 ? 0u : static_cast<std::uint32_t>(w * 1000.0 + 0.5); }
 
+// --- deterministic randomness -----------------------------------------------------------------
+
+std::uint64_t mix64(std::uint64_t x);
+/// Uniform in [0, 1) from a key.
+double uniform01(std::uint64_t key);
+/// Approximately standard normal (sum of four uniforms, scaled; bounded at ±3.46) from a key.
+double gauss(std::uint64_t key);
+
+// --- the lock-free read path ----------------------------------------------------------------
+
 inline constexpr std::uint32_t kSnapEnergy = 1;          // the GPU has an energy counter
 inline constexpr std::uint32_t kSnapUsageIsInstant = 2;  // nvmlDeviceGetPowerUsage reports instant power
+inline constexpr std::uint32_t kSnapStampRead = 4;       // field timestamps are the read time
 
 /// A GPU's readings from the lock-free read path.
 struct Snapshot {
@@ -152,13 +224,14 @@ struct Snapshot {
   std::uint32_t power_mw = 0;
   std::uint32_t flags = 0;
   std::int64_t power_wall_us = 0;
+  std::int64_t now_wall_us = 0;  // the read time, for read-time stamps
 };
 
 /// Publishes GPU `g`'s readings for the lock-free read path (after advance_gpu, under a lock).
 /// Nothing is published while the GPU is lost, has faults armed, or the clock is virtual.
 void publish_snapshot(const State& s, GpuState& g);
 /// Without the lock: the readings the driver would report now, if the published snapshot is
-/// still valid (no control event since, the next tick not reached); false → take the lock.
+/// still valid (no control event since, the next sensor update not reached); false → take the lock.
 bool load_snapshot(const State& s, GpuState& g, Snapshot& out);
 
 /// Initializes a zeroed State's mutex (process-shared, robust). Returns errno or 0.
@@ -166,30 +239,60 @@ int init_mutex(State* s);
 
 const Sku& sku_of(const GpuState& g);
 
+// --- GPUs -----------------------------------------------------------------------------------
+
+struct GpuInit {
+  int sku_index = 0;
+  unsigned position = 0;      // GPU index (salts the seed)
+  std::uint64_t seed = 1;     // machine seed
+  bool faithful = true;
+  int partial_sampling = -1;  // -1: the SKU's default
+};
+/// Initializes a GPU at sim time `now`: idle, default limit, sensor schedules, seeded counter.
+void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now);
 /// Brings GPU `g` up to `now` (no-op if now ≤ last_ns). Under the lock.
 void advance_gpu(GpuState& g, std::int64_t now);
-/// Recomputes power, clock and work rate from the controls. Call after advance_gpu(now).
-void recompute_gpu(GpuState& g);
-/// Initializes a GPU at time `now`.
-void init_gpu(GpuState& g, int sku_index, std::int64_t now);
+/// Like advance_gpu, but stops as soon as the work counter reaches `target` (before `now`);
+/// returns the time it stopped at.
+std::int64_t advance_gpu_until_work(GpuState& g, std::int64_t now, double target);
+/// Applies changed controls (load, limit, clocks) at the processed time: the control loop's
+/// target, and the power and work rate of the rest of the current step. `mean_power_before` is
+/// the steady power of the old load (for the load-change transient); pass a negative value when
+/// the load did not change. Call after advance_gpu(now).
+void controls_changed(GpuState& g, double mean_power_before = -1.0);
+/// Steady power of the current load at the current clock (no noise, ripple averaged).
+double mean_power_w(const GpuState& g);
+/// The load's mean activity (ripple averaged).
+double mean_activity(const GpuState& g);
 /// Reported energy counter in mJ (after advance_gpu).
 std::uint64_t reported_energy_mj(const GpuState& g);
-/// Sim time (ns) of the latest energy-counter update, i.e. when the reported counter was
-/// produced (after advance_gpu); the driver reports it as the field value's timestamp.
-std::int64_t energy_tick_ns(const GpuState& g);
-/// Sim time (ns) of the latest instant-power update (after advance_gpu).
-std::int64_t power_tick_ns(const GpuState& g);
+/// Sim time (ns) of the latest energy-counter update.
+inline std::int64_t energy_tick_ns(const GpuState& g) { return g.energy_ticks.last_ns; }
+/// Sim time (ns) of the latest instant-power update.
+inline std::int64_t power_tick_ns(const GpuState& g) {
+  return g.shared_ticks ? g.energy_ticks.last_ns : g.power_ticks.last_ns;
+}
+/// Sim time of the next sensor update of either kind (what ends a read snapshot).
+std::int64_t next_sensor_update_ns(const GpuState& g);
 /// Instant power reading in W (after advance_gpu).
-double reading_instant_w(const GpuState& g);
+inline double reading_instant_w(const GpuState& g) { return g.instant_w; }
 /// 1 s average power reading in W (after advance_gpu).
 double reading_average_w(const GpuState& g);
 /// Temperature in °C from the instant power reading.
 int reading_temperature_c(const GpuState& g);
+/// The reported SM clock: the table clock nearest the control loop's clock.
+unsigned reported_clock_mhz(const GpuState& g);
+/// The sensor-integrated energy at sim time `t`, interpolated linearly between the counter
+/// updates around it (the sensor's own estimate of each period spread evenly over it). False
+/// when `t` is before the oldest kept update or the update after `t` has not happened yet.
+bool sensor_energy_at(const GpuState& g, std::int64_t t, double& joules);
+
+// --- CPUs -----------------------------------------------------------------------------------
 
 /// Brings every CPU package, DRAM domain and psys up to `now`.
 void advance_cpus(State& s, std::int64_t now);
-/// psys power in W (sum of packages and DRAM plus platform power).
-double psys_power_w(const State& s);
+/// The value `energy_uj` shows for a domain (after advance_cpus).
+std::uint64_t rapl_value_uj(const State& s, const RaplDomain& d);
 /// Brings every device up to `now`.
 void advance_all(State& s, std::int64_t now);
 

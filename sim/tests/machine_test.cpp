@@ -98,21 +98,44 @@ TEST_F(MachineTest, StateIsSharedWithOtherUsers) {
   EXPECT_EQ(wait_child(pid), 0);
 }
 
-TEST_F(MachineTest, PowercapTreeFollowsCpuPowerAndWraps) {
-  start(R"({"gpus":[],"cpus":[{"dram":true,"max_energy_range_uj":1000000},{"dram":false}],"psys":true})");
+TEST_F(MachineTest, PowercapTreeIsLaidOutAsSysfs) {
+  start(R"({"gpus":[],"cpus":[{"dram":true,"core":true},{"dram":true}],"psys":true})");
   const fs::path root = machine_->powercap_root();
+  const fs::path sys = machine_->dir() / "sys";
+  EXPECT_EQ(root, sys / "class" / "powercap");
+  // Flat entries are symlinks into devices/virtual/powercap, as the kernel makes them.
+  for (const char* e : {"intel-rapl", "intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1", "intel-rapl:1",
+                        "intel-rapl:1:0", "intel-rapl:2"}) {
+    EXPECT_TRUE(fs::is_symlink(root / e)) << e;
+    EXPECT_TRUE(fs::is_directory(root / e)) << e;
+  }
+  EXPECT_EQ(fs::read_symlink(root / "intel-rapl:0").string(), "../../devices/virtual/powercap/intel-rapl/intel-rapl:0");
+  EXPECT_EQ(fs::read_symlink(root / "intel-rapl:1:0").string(),
+            "../../devices/virtual/powercap/intel-rapl/intel-rapl:1/intel-rapl:1:0");
+  const fs::path devices = sys / "devices" / "virtual" / "powercap" / "intel-rapl";
+  EXPECT_TRUE(fs::is_directory(devices / "intel-rapl:0" / "intel-rapl:0:0")) << "nested too";
   EXPECT_EQ(read_text(root / "intel-rapl:0" / "name"), "package-0");
-  EXPECT_EQ(read_text(root / "intel-rapl:0" / "intel-rapl:0:0" / "name"), "dram");
+  EXPECT_EQ(read_text(root / "intel-rapl:0:0" / "name"), "dram");
   EXPECT_EQ(read_text(root / "intel-rapl:0" / "intel-rapl:0:1" / "name"), "core");
   EXPECT_EQ(read_text(root / "intel-rapl:1" / "name"), "package-1");
-  EXPECT_EQ(read_text(root / "intel-rapl:1" / "intel-rapl:1:0" / "name"), "core");
-  EXPECT_FALSE(fs::exists(root / "intel-rapl:1" / "intel-rapl:1:1"));
+  EXPECT_EQ(read_text(root / "intel-rapl:1" / "intel-rapl:1:0" / "name"), "dram");
+  EXPECT_FALSE(fs::exists(root / "intel-rapl:1:1")) << "Xeon servers have no core sub-zone";
   EXPECT_EQ(read_text(root / "intel-rapl:2" / "name"), "psys");
-  EXPECT_EQ(read_u64(root / "intel-rapl:0" / "max_energy_range_uj"), 1000000u);
+  // The kernel's modes since CVE-2020-8694, and Intel's counter ranges.
   struct stat st {};
   ASSERT_EQ(::stat((root / "intel-rapl:0" / "energy_uj").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0400u);
+  ASSERT_EQ(::stat((root / "intel-rapl:0" / "max_energy_range_uj").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0444u);
+  EXPECT_EQ(read_u64(root / "intel-rapl:0" / "max_energy_range_uj"), 262143328850u);
+  EXPECT_EQ(read_u64(root / "intel-rapl:0:0" / "max_energy_range_uj"), 65712999613u);
+}
 
+TEST_F(MachineTest, IdealPowercapTreeFollowsCpuPowerAndWraps) {
+  // Ideal model: exact µJ, counters from 0 (the test of exact arithmetic).
+  start(R"({"gpus":[],"cpus":[{"dram":true,"core":true,"max_energy_range_uj":1000000},{"dram":false,"core":true}],"psys":true,"model":"ideal"})");
+  const fs::path root = machine_->powercap_root();
+  EXPECT_EQ(read_u64(root / "intel-rapl:0" / "max_energy_range_uj"), 1000000u);
   ASSERT_TRUE(machine_->set_cpu_power(0, Watts(50.0), Watts(5.0)));
   std::uint64_t prev = read_u64(root / "intel-rapl:0" / "energy_uj");
   int wraps = 0;
@@ -136,18 +159,74 @@ TEST_F(MachineTest, PowercapTreeFollowsCpuPowerAndWraps) {
   EXPECT_GT(psys, pkg1);
 }
 
-TEST_F(MachineTest, RealClockUpdaterRefreshesTheFiles) {
+TEST_F(MachineTest, RaplCountersUpdateEveryMillisecondInHardwareUnits) {
+  start("cpus=2,seed=5");
+  const fs::path root = machine_->powercap_root();
+  ASSERT_TRUE(machine_->set_cpu_power(0, Watts(120.0), Watts(12.0)));
+  const fs::path pkg = root / "intel-rapl:0" / "energy_uj", dram = root / "intel-rapl:0:0" / "energy_uj";
+  EXPECT_GT(read_u64(pkg), 0u) << "counters start at a seeded value";
+  EXPECT_NE(read_u64(pkg), read_u64(root / "intel-rapl:1" / "energy_uj")) << "each domain its own";
+  // One value per RAPL update (2^-10 s): stepping 0.25 ms at a time, the value changes about
+  // every fourth step, and always by whole units (61.035 µJ packages, 15.3 µJ DRAM).
+  int changes = 0;
+  double counted = 0;
+  std::uint64_t last = read_u64(pkg), last_dram = read_u64(dram);
+  const double e0 = machine_->true_cpu_energy(0)->value();
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(machine_->advance(250us));
+    const std::uint64_t v = read_u64(pkg), d = read_u64(dram);
+    ASSERT_GE(v, last) << "no wrap expected from this seed's start";
+    counted += static_cast<double>(v - last);
+    if (v != last) {
+      ++changes;
+      const double units = static_cast<double>(v - last) / 61.035;
+      EXPECT_NEAR(units, std::round(units), 0.02 + 1.0 / 61.035) << v << " " << last;
+    }
+    if (d != last_dram) {
+      const double units = static_cast<double>(d - last_dram) / 15.3;
+      EXPECT_NEAR(units, std::round(units), 0.02 + 1.0 / 15.3);
+    }
+    last = v, last_dram = d;
+  }
+  EXPECT_NEAR(changes, 100 * 1e6 / 976562.0, 2.0);
+  // The counter tracks the noisy physics to within one update of energy (~120 mJ) and a unit.
+  const double truth = (machine_->true_cpu_energy(0)->value() - e0) * 1e6;
+  EXPECT_NEAR(counted, truth, 2 * 120.0 * 1e3);
+  EXPECT_NEAR(truth, 120.0 * 0.1 * 1e6, 0.01 * 120.0 * 0.1 * 1e6) << "noise averages out over 100 ms";
+}
+
+TEST_F(MachineTest, RaplCountersCanStartNearTheWrap) {
+  start("cpus=1,rapl=near-wrap");
+  const fs::path pkg = machine_->powercap_root() / "intel-rapl:0" / "energy_uj";
+  const std::uint64_t range = read_u64(machine_->powercap_root() / "intel-rapl:0" / "max_energy_range_uj");
+  const std::uint64_t v0 = read_u64(pkg);
+  EXPECT_GT(v0, range - 4 * 20 * 1000000ull) << "a few seconds of idle energy below the range";
+  ASSERT_TRUE(machine_->advance(4s));
+  EXPECT_LT(read_u64(pkg), v0) << "wrapped during an ordinary run";
+}
+
+TEST_F(MachineTest, RealClockUpdaterRefreshesTheFilesInPlace) {
   start("cpus=1", /*virtual_clock=*/false);
   ASSERT_TRUE(machine_->set_cpu_power(0, Watts(100.0), Watts(10.0)));
   const fs::path file = machine_->powercap_root() / "intel-rapl:0" / "energy_uj";
+  // Kept open and read with pread from offset 0, as sysfs allows.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto pread_u64 = [&] {
+    char buf[64] = {};
+    EXPECT_GT(::pread(fd, buf, sizeof buf - 1, 0), 0);
+    return std::strtoull(buf, nullptr, 10);
+  };
   std::this_thread::sleep_for(50ms);
-  const auto a = read_u64(file);
+  const auto a = pread_u64();
+  const double ta = machine_->true_cpu_energy(0)->value();
   std::this_thread::sleep_for(100ms);
-  const auto b = read_u64(file);
-  const double truth = machine_->true_cpu_energy(0)->value() * 1e6;
-  EXPECT_GT(b, a);
-  // Within one 10 ms quantum (plus scheduling slack) of the truth at 100 W.
-  EXPECT_NEAR(static_cast<double>(b), truth, 100.0 * 1e6 * 0.05);
+  const auto b = pread_u64();
+  const double tb = machine_->true_cpu_energy(0)->value();
+  ::close(fd);
+  ASSERT_GT(b, a);
+  // Within a few RAPL updates (plus scheduling slack) of the truth at 100 W.
+  EXPECT_NEAR(static_cast<double>(b - a), (tb - ta) * 1e6, 100.0 * 1e6 * 0.01);
 }
 
 TEST_F(MachineTest, LeaseMovesToAnAttachedProcessWhenTheHolderDies) {
@@ -175,7 +254,7 @@ TEST_F(MachineTest, LeaseMovesToAnAttachedProcessWhenTheHolderDies) {
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   auto m = Machine::attach(dir / "state");
   ASSERT_TRUE(m);
-  const fs::path file = dir / "powercap" / "intel-rapl:0" / "energy_uj";
+  const fs::path file = (*m)->powercap_root() / "intel-rapl:0" / "energy_uj";
   std::this_thread::sleep_for(50ms);
   const auto a = read_u64(file);
   std::this_thread::sleep_for(50ms);

@@ -16,10 +16,9 @@ class SimTest : public ::testing::Test {
   void start(const char* spec_text, bool virtual_clock = true) {
     auto spec = parse_spec(spec_text);
     ASSERT_TRUE(spec) << spec.error().message;
-    auto m = Machine::create_temp(*spec);
+    auto m = Machine::create_temp(*spec, virtual_clock);
     ASSERT_TRUE(m) << m.error().message;
     machine_ = std::move(*m);
-    if (virtual_clock) machine_->use_virtual_clock(true);
     ASSERT_TRUE(machine_->export_env());
     ASSERT_TRUE(nvml_.missing.empty()) << nvml_.missing;
     ASSERT_EQ(nvml_.nvmlInit_v2(), NVML_SUCCESS);

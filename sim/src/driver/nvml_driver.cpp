@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -191,7 +192,12 @@ void set_uint(nvmlFieldValue_t& v, unsigned value) {
 /// One field of nvmlDeviceGetFieldValues (per-field status, vendor-abi.md §1.3/§1.4).
 void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
   const Sku& sku = detail::sku_of(g);
-  v.timestamp = wall_us(s);  // for fields without a sensor time of their own
+  const long long now_us = wall_us(s);
+  // A field's timestamp: the read time, or (model option) when the sensor produced the value.
+  auto stamp = [&](std::int64_t update_ns) {
+    return s.stamp_update_time ? (update_ns + s.wall_offset_ns) / 1000 : now_us;
+  };
+  v.timestamp = now_us;  // for fields without a sensor time of their own
   v.latencyUsec = 0;
   v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
   const unsigned scope = v.scopeId;
@@ -202,13 +208,12 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
       v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
       v.value.ullVal = detail::reported_energy_mj(g);
       v.nvmlReturn = NVML_SUCCESS;
-      // A field value's timestamp is when the driver sampled it: the last counter update.
-      v.timestamp = (detail::energy_tick_ns(g) + s.wall_offset_ns) / 1000;
+      v.timestamp = stamp(detail::energy_tick_ns(g));
       return;
     case NVML_FI_DEV_POWER_INSTANT:
       if (scope != NVML_POWER_SCOPE_GPU) return;  // no MODULE (Grace) or MEMORY scope here
       set_uint(v, to_mw(detail::reading_instant_w(g)));
-      v.timestamp = (detail::power_tick_ns(g) + s.wall_offset_ns) / 1000;
+      v.timestamp = stamp(detail::power_tick_ns(g));
       return;
     case NVML_FI_DEV_POWER_AVERAGE:
       // Ampere except GA100, and newer; MEMORY scope only on H100 (Zeus: works on H100, not A40).
@@ -218,7 +223,7 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
       } else if (scope == NVML_POWER_SCOPE_MEMORY && sku.has_memory_power) {
         set_uint(v, to_mw(detail::reading_average_w(g) * sku.memory_power_share));
       }
-      v.timestamp = (detail::power_tick_ns(g) + s.wall_offset_ns) / 1000;  // averages update on power ticks
+      v.timestamp = stamp(detail::energy_tick_ns(g));  // averages update with the energy counter
       return;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:
@@ -454,12 +459,12 @@ bool snapshot_field(const detail::Snapshot& snap, nvmlFieldValue_t& v) {
       v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
       v.value.ullVal = snap.energy_mj;
       v.nvmlReturn = NVML_SUCCESS;
-      v.timestamp = snap.energy_wall_us;
+      v.timestamp = (snap.flags & detail::kSnapStampRead) != 0 ? snap.now_wall_us : snap.energy_wall_us;
       return true;
     case NVML_FI_DEV_POWER_INSTANT:
       v.latencyUsec = 0;
       set_uint(v, snap.power_mw);
-      v.timestamp = snap.power_wall_us;
+      v.timestamp = (snap.flags & detail::kSnapStampRead) != 0 ? snap.now_wall_us : snap.power_wall_us;
       return true;
     default: return false;
   }
@@ -544,7 +549,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t devi
     if (limit < sku.min_limit_w * 1000u || limit > sku.max_limit_w * 1000u) return NVML_ERROR_INVALID_ARGUMENT;
     if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
     g.limit_mw = limit;
-    detail::recompute_gpu(g);
+    detail::controls_changed(g);  // the control loop moves the clock from here on
     return NVML_SUCCESS;
   });
 }
@@ -578,11 +583,19 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t d
                                                                   unsigned int* count, unsigned int* clocksMHz) {
   return device_call(device, SimCall::kGetSupportedGraphicsClocks, [&](State&, GpuState& g) {
     const Sku& sku = detail::sku_of(g);
-    bool known = false;
-    for (unsigned i = 0; i < erg::sim::mem_clock_count(sku); ++i) known |= sku.mem_clocks_mhz[i] == memoryClockMHz;
-    if (!known) return NVML_ERROR_NOT_FOUND;
-    // The same SM table at every memory clock (a simplification; see sim/README.md).
-    return list_clocks(erg::sim::sm_clock_count(sku), count, clocksMHz, &erg::sim::sm_clock_mhz, sku);
+    const unsigned n = erg::sim::sm_clock_count_at(sku, memoryClockMHz);
+    if (n == 0) return NVML_ERROR_NOT_FOUND;
+    // At the idle memory clock only the low end of the table (sim/README.md): its last n entries.
+    const unsigned skip = erg::sim::sm_clock_count(sku) - n;
+    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < n) {
+      *count = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (clocksMHz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < n; ++i) clocksMHz[i] = erg::sim::sm_clock_mhz(sku, skip + i);
+    *count = n;
+    return NVML_SUCCESS;
   });
 }
 
@@ -592,11 +605,11 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClo
     const Sku& sku = detail::sku_of(g);
     switch (type) {
       case NVML_CLOCK_GRAPHICS:
-      case NVML_CLOCK_SM: *clock = static_cast<unsigned>(g.clock_mhz); return NVML_SUCCESS;
+      case NVML_CLOCK_SM: *clock = detail::reported_clock_mhz(g); return NVML_SUCCESS;
       case NVML_CLOCK_MEM:
-        *clock = g.mem_locked_max_mhz != 0 ? g.mem_locked_max_mhz : sku.mem_clocks_mhz[0];
+        *clock = static_cast<unsigned>(std::lround(g.mem_ratio * sku.mem_clocks_mhz[0]));
         return NVML_SUCCESS;
-      case NVML_CLOCK_VIDEO: *clock = static_cast<unsigned>(g.clock_mhz * 0.9); return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO: *clock = static_cast<unsigned>(detail::reported_clock_mhz(g) * 0.9); return NVML_SUCCESS;
       default: return NVML_ERROR_INVALID_ARGUMENT;
     }
   });
@@ -615,7 +628,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t device, u
     // Symbolic limits (TDP, UNLIMITED) leave the full range; numeric ones cap the model's clock.
     g.locked_min_mhz = sym_min ? 0 : minGpuClockMHz;
     g.locked_max_mhz = sym_max ? 0 : maxGpuClockMHz;
-    detail::recompute_gpu(g);
+    detail::controls_changed(g);
     return NVML_SUCCESS;
   });
 }
@@ -625,7 +638,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t device)
     if (!detail::sku_of(g).gpu_locked_clocks) return NVML_ERROR_NOT_SUPPORTED;
     if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
     g.locked_min_mhz = g.locked_max_mhz = 0;
-    detail::recompute_gpu(g);
+    detail::controls_changed(g);
     return NVML_SUCCESS;
   });
 }
@@ -638,6 +651,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t device
     if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
     g.mem_locked_min_mhz = minMemClockMHz;
     g.mem_locked_max_mhz = maxMemClockMHz;
+    detail::controls_changed(g);  // memory-bound work slows, memory power follows the clock
     return NVML_SUCCESS;
   });
 }
@@ -647,6 +661,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t devi
     if (!detail::sku_of(g).memory_locked_clocks) return NVML_ERROR_NOT_SUPPORTED;
     if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
     g.mem_locked_min_mhz = g.mem_locked_max_mhz = 0;
+    detail::controls_changed(g);
     return NVML_SUCCESS;
   });
 }

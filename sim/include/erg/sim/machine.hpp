@@ -24,6 +24,7 @@
 #include "erg/core/clock.hpp"
 #include "erg/core/result.hpp"
 #include "erg/core/units.hpp"
+#include "erg/sim/sku.hpp"
 #include "erg/sim/spec.hpp"
 
 namespace erg::sim {
@@ -65,13 +66,43 @@ enum class Privilege {
 
 /// A snapshot of one simulated GPU's controllable state.
 struct GpuStatus {
-  double utilization = 0.0;      ///< 0..1
+  double utilization = 0.0;      ///< the load's busy level, 0..1
   MilliWatts power_limit;        ///< current limit
-  Megahertz effective_sm_clock;  ///< clock the model runs at now
-  Watts power;                   ///< true power now
+  Megahertz effective_sm_clock;  ///< table clock nearest the control loop's clock (what NVML reports)
+  Megahertz target_sm_clock;     ///< where the power-limit control loop is heading
+  Watts power;                   ///< true power over the current physics step
+  Watts mean_power;              ///< steady power of the load at the current clock (no noise, ripple averaged)
   bool persistence = false;
   bool lost = false;
   double work_done = 0.0;  ///< work units completed (1 unit = 1 s at full clock, util 1)
+};
+
+/// A load on a GPU. Activity is `utilization`, except in the last `ripple_duty` share of every
+/// `step`, where it drops by `ripple_depth` (data loading, the optimizer step, communication):
+/// power ripples at the workload's step period. Steps count from when the load is applied.
+struct Load {
+  double utilization = 1.0;
+  std::chrono::nanoseconds step{0};  ///< 0: a steady load (no ripple)
+  double ripple_depth = 0.0;         ///< 0..1, share of `utilization` lost in the low part
+  double ripple_duty = 0.2;          ///< 0..1, share of each step in the low part
+
+  /// The training-like load the SKU table is calibrated against (CalibrationLoad in sku.hpp).
+  static Load training(double utilization = 1.0) {
+    return Load{utilization, std::chrono::nanoseconds(static_cast<long long>(CalibrationLoad::kStepMs * 1e6)),
+                CalibrationLoad::kRippleDepth, CalibrationLoad::kRippleDuty};
+  }
+};
+
+/// What a GPU's sensors do, hidden from erg on real hardware (tests use it to state bounds).
+struct SensorInfo {
+  std::chrono::nanoseconds energy_period{0};  ///< actual energy-counter update period
+  std::chrono::nanoseconds power_period{0};   ///< actual instant-power update period
+  std::chrono::nanoseconds jitter{0};         ///< σ of each update's offset from its schedule
+  double gain = 0.0;                          ///< relative gain error of the sensor
+  bool partial_sampling = false;              ///< measures only part of each period
+  std::chrono::nanoseconds sampled_window{0};
+  std::chrono::nanoseconds last_update{0};    ///< sim time of the latest energy-counter update
+  std::chrono::nanoseconds next_update{0};    ///< sim time of the next one
 };
 
 class Machine {
@@ -79,10 +110,13 @@ class Machine {
   /// Creates a new simulation in `dir` (created if missing): the state file `dir/state`
   /// and the powercap tree `dir/powercap`. The creator owns `dir` and removes it on
   /// destruction unless `keep_dir` is set.
+  /// `virtual_clock`: start on the virtual clock at the moment of creation (so two machines of
+  /// the same seed driven the same way are identical; see use_virtual_clock).
   static Result<std::unique_ptr<Machine>> create(const MachineSpec& spec, const std::filesystem::path& dir,
-                                                 bool keep_dir = false);
-  /// Creates a new simulation in a fresh temporary directory.
-  static Result<std::unique_ptr<Machine>> create_temp(const MachineSpec& spec);
+                                                 bool keep_dir = false, bool virtual_clock = false);
+  /// Creates a new simulation in a fresh temporary directory: $ERG_SIM_TMPDIR, else /dev/shm
+  /// (a tmpfs, like sysfs), else $TMPDIR or /tmp.
+  static Result<std::unique_ptr<Machine>> create_temp(const MachineSpec& spec, bool virtual_clock = false);
   /// Attaches to an existing simulation's state file.
   static Result<std::unique_ptr<Machine>> attach(const std::filesystem::path& state_file);
   /// Attaches to the simulation named by ERG_SIM_STATE; NotFound if unset.
@@ -118,15 +152,31 @@ class Machine {
   [[nodiscard]] std::chrono::nanoseconds wall_now() const;
 
   // --- load -----------------------------------------------------------------------------
+  /// A steady load (no ripple) at `utilization`.
   Result<void> set_utilization(unsigned gpu, double utilization);
+  /// Applies `load` from now. InvalidArgument for values out of range.
+  Result<void> set_load(unsigned gpu, const Load& load);
   /// Runs `work` units at `utilization` on the GPU, blocking (real clock) or advancing the
   /// virtual clock until done; returns the time it took. Utilization returns to 0 after.
   Result<std::chrono::nanoseconds> run_work(unsigned gpu, double work, double utilization = 1.0);
+  /// run_work under `load`.
+  Result<std::chrono::nanoseconds> run_work(unsigned gpu, double work, const Load& load);
+  /// Mean package and DRAM power from now (the model adds noise).
   Result<void> set_cpu_power(unsigned cpu, Watts package, Watts dram);
 
   // --- ground truth ------------------------------------------------------------------------
-  /// True energy of the GPU since the simulation started (exact integral of the model).
+  /// The model options the machine was created with.
+  [[nodiscard]] const ModelSpec& model() const;
+  /// True (physical) energy of the GPU since the simulation started (exact integral of the model).
   Result<Joules> true_energy(unsigned gpu);
+  /// The second truth: the energy the GPU's sensor integrated up to sim time `t` (the counter's
+  /// own figure, interpolated linearly between its updates; sensor_energy(t1) − sensor_energy(t0)
+  /// is what a perfect reader of the counter reports for [t0, t1]). Unavailable while the update
+  /// after `t` has not happened yet (advance past it); NotFound for times older than the kept
+  /// updates (about 100 s) or GPUs without a counter.
+  Result<Joules> sensor_energy_at(unsigned gpu, std::chrono::nanoseconds t);
+  /// The GPU's sensor schedule and errors.
+  Result<SensorInfo> sensor_info(unsigned gpu);
   Result<Joules> true_cpu_energy(unsigned cpu);
   Result<Joules> true_dram_energy(unsigned cpu);
   Result<GpuStatus> status(unsigned gpu);
@@ -137,7 +187,7 @@ class Machine {
   Result<void> clear_faults(unsigned gpu);
   /// Every call on the GPU returns NVML_ERROR_GPU_IS_LOST while set.
   Result<void> set_lost(unsigned gpu, bool lost);
-  /// The energy counter restarts from 0 (driver reload).
+  /// The energy counter reads 0 from now on and counts up again from the next update (driver reload).
   Result<void> reset_energy_counter(unsigned gpu);
   /// The energy counter jumps back by `amount` (seen on AMD; modelled for both).
   Result<void> energy_counter_backwards(unsigned gpu, MilliJoules amount);

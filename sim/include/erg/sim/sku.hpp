@@ -1,13 +1,15 @@
 #pragma once
 /// The SKU table of the simulated machine: what each simulated GPU reports through NVML
-/// (name, architecture, limits, clocks, sensor periods) and the parameters of its power and
-/// throughput model. Plain data, no allocation on lookup, usable from the simulated driver.
+/// (name, architecture, limits, clocks, sensor periods) and the parameters of its power,
+/// throughput and sensor models. Plain data, no allocation on lookup, usable from the driver.
 ///
-/// Model (see sim/README.md for how the numbers were chosen):
-///   x = f / f_max                                  (f: effective SM clock, MHz)
-///   P(f, u) = idle_w + u * (active_w + dynamic_w * (linear_share * x + (1 - linear_share) * x^3))
-///   speed(f) = 1 / ((1 - memory_bound) / x + memory_bound)   (1 at f_max)
-///   work rate = u * speed(f)   (1 work unit = 1 s of a fully busy GPU at f_max)
+/// Steady-state model (sim/README.md says how the numbers were chosen and where they come from):
+///   x = f / f_max                    (f: SM clock, MHz)
+///   y = m / m_max                    (m: memory clock, MHz; 1 unless memory clocks are locked)
+///   P(f, m, a) = idle_w + a · (active_w · (1 − s + s·y) + dynamic_w · (ℓ·x + (1 − ℓ)·x³))
+///   speed(f, m) = 1 / ((1 − μ) / x + μ / y)      (1 at f_max, m_max; μ = memory_bound)
+///   work rate = a · speed                        (1 work unit = 1 s of a fully busy GPU at f_max)
+/// with a the activity (0 idle … 1 fully busy), ℓ = linear_share, s = memory_active_share.
 
 #include <cstdint>
 #include <span>
@@ -27,19 +29,40 @@ struct Sku {
   bool gpu_locked_clocks = true;      ///< Volta and newer.
   bool memory_locked_clocks = false;  ///< Ampere and newer.
   unsigned min_limit_w = 0, max_limit_w = 0, default_limit_w = 0;
-  unsigned energy_period_ms = 100;  ///< Energy counter update period.
-  unsigned power_period_ms = 100;   ///< Instant power update period.
+  // --- sensors -------------------------------------------------------------------------------
+  unsigned energy_period_ms = 100;  ///< Nominal energy-counter update period.
+  unsigned power_period_ms = 100;   ///< Nominal instant-power update period.
+  /// The sensor measures only the last `sampled_window_ms` of each update period and scales it
+  /// to the whole period (A100/H100, Yang et al.); 0 = the whole period is measured.
+  unsigned sampled_window_ms = 0;
+  /// Instant power is the average over the last `instant_window_ms` of each power period.
+  unsigned instant_window_ms = 20;
+  // --- clocks --------------------------------------------------------------------------------
   // SM clock table: f_max down to f_min in steps of clock_step_mhz (floored to integers).
   unsigned max_sm_mhz = 0, min_sm_mhz = 0;
   double clock_step_mhz = 15.0;
   unsigned mem_clocks_mhz[2] = {0, 0};  ///< Supported memory clocks, descending; 0 = unused slot.
-  // Power model.
-  double idle_w = 0;                ///< Board power at utilization 0.
-  double active_w = 0;              ///< Clock-independent extra power of a busy GPU (memory, fabric, leakage).
-  double dynamic_w = 0;             ///< Clock-dependent power of a fully busy GPU at f_max.
-  double linear_share = 0.5;        ///< Share of dynamic power linear in the clock (the rest is cubic).
-  double memory_bound = 0.4;        ///< Fraction of a fully busy step that does not scale with the clock.
-  double memory_power_share = 0.0;  ///< Share of board power reported in the MEMORY scope.
+  /// Highest graphics clock supported at the second (idle) memory clock, as on GDDR boards.
+  unsigned max_sm_at_low_mem_mhz = 0;
+  // --- power and throughput -----------------------------------------------------------------
+  double idle_w = 0;                 ///< Board power at activity 0.
+  double active_w = 0;               ///< Clock-independent extra power of a busy GPU (memory, fabric, leakage).
+  double dynamic_w = 0;              ///< Clock-dependent power of a fully busy GPU at f_max.
+  double linear_share = 0.5;         ///< Share of dynamic power linear in the clock (the rest is cubic).
+  double memory_bound = 0.4;         ///< Fraction of a fully busy step that does not scale with the SM clock.
+  double memory_active_share = 0.4;  ///< Share of active_w that scales with the memory clock.
+  double memory_power_share = 0.0;   ///< Share of board power reported in the MEMORY scope.
+};
+
+/// The training-like load the SKU parameters are calibrated against (sim/README.md): busy
+/// (activity 1) for 80 % of each step, at 65 % for the other 20 % (data loading, optimizer step,
+/// communication). Its mean activity is what the power-limit controller sees.
+struct CalibrationLoad {
+  static constexpr double kUtil = 1.0;
+  static constexpr double kRippleDepth = 0.35;
+  static constexpr double kRippleDuty = 0.2;
+  static constexpr double kStepMs = 230.0;
+  static constexpr double kMeanActivity = kUtil * (1.0 - kRippleDepth * kRippleDuty);  // 0.93
 };
 
 /// Every SKU the simulator knows, in a stable order.
@@ -56,13 +79,20 @@ unsigned sm_clock_count(const Sku& sku);
 unsigned sm_clock_mhz(const Sku& sku, unsigned i);
 /// Number of supported memory clocks.
 unsigned mem_clock_count(const Sku& sku);
+/// Number of SM clocks supported at memory clock `mem_mhz` (0 if it is not a supported one):
+/// the whole table at the highest memory clock, the clocks ≤ max_sm_at_low_mem_mhz at the other.
+unsigned sm_clock_count_at(const Sku& sku, unsigned mem_mhz);
+/// The clock table entry nearest to `mhz` (ties go down).
+unsigned nearest_sm_clock_mhz(const Sku& sku, double mhz);
 
-/// Board power in W of the model at SM clock `mhz` and utilization `u` (0..1).
-double model_power_w(const Sku& sku, double mhz, double u);
-/// Relative speed (1 at f_max) at SM clock `mhz`.
-double model_speed(const Sku& sku, double mhz);
-/// The clock the GPU runs at: the highest table clock ≤ `cap_mhz` whose power at `u` is within
-/// `limit_w` (the lowest table clock if none is). At u == 0 the GPU idles at the lowest clock.
-unsigned model_clock_mhz(const Sku& sku, double u, double limit_w, unsigned cap_mhz);
+/// Board power in W at SM clock `mhz`, activity `u` (0..1) and memory-clock ratio `mem_ratio`.
+double model_power_w(const Sku& sku, double mhz, double u, double mem_ratio = 1.0);
+/// Relative speed (1 at f_max and the highest memory clock).
+double model_speed(const Sku& sku, double mhz, double mem_ratio = 1.0);
+/// The steady clock under a power limit: the highest table clock in [floor_mhz, cap_mhz] whose
+/// power at activity `u` is within `limit_w` (the lowest such clock if none is). At u == 0 the
+/// GPU idles at the lowest clock it may use.
+unsigned model_clock_mhz(const Sku& sku, double u, double limit_w, unsigned cap_mhz, double mem_ratio = 1.0,
+                         unsigned floor_mhz = 0);
 
 }  // namespace erg::sim

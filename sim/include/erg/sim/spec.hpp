@@ -1,7 +1,11 @@
 #pragma once
 /// What a simulated machine contains: parsed from `4xA100`, `2xH100,1xV100,cpus=2`, or a JSON
 /// file (path ending in .json, or starting with '{').
+///
+/// Model options (tokens, or top-level JSON keys): `ideal` / `faithful` (default), `seed=N`,
+/// `timestamps=read|update`, `rapl=random|zero|near-wrap`. See sim/README.md.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,27 +16,80 @@
 
 namespace erg::sim {
 
+/// How the simulated hardware behaves.
+enum class ModelKind {
+  /// Like measured hardware: noise, ripple, transients, a power-limit control loop, sensors that
+  /// update with jitter and independent phases, partial sampling on A100/H100, counters starting
+  /// at seeded values. The default everywhere.
+  kFaithful,
+  /// Constant power between control events, exact counters on aligned ticks, instant limits,
+  /// counters from 0, update-time stamps. Only for tests of exact arithmetic, which say so.
+  kIdeal,
+};
+
+/// What the `timestamp` of an NVML field value means.
+enum class TimestampMeaning {
+  kReadTime,    ///< When the value was read (the query), whatever its age.
+  kUpdateTime,  ///< When the driver last updated the value.
+};
+
+/// Where RAPL counters start.
+enum class RaplStart {
+  kRandom,    ///< A seeded value anywhere in the counter range.
+  kZero,      ///< 0.
+  kNearWrap,  ///< A few seconds of idle energy below max_energy_range_uj: wraps in ordinary runs.
+};
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::kFaithful;
+  std::uint64_t seed = 1;  ///< Every random quantity of the machine derives from it.
+  /// Default: kReadTime (faithful), kUpdateTime (ideal).
+  std::optional<TimestampMeaning> timestamps;
+  /// Default: kRandom (faithful), kZero (ideal).
+  std::optional<RaplStart> rapl_start;
+
+  [[nodiscard]] TimestampMeaning timestamp_meaning() const {
+    return timestamps.value_or(kind == ModelKind::kIdeal ? TimestampMeaning::kUpdateTime : TimestampMeaning::kReadTime);
+  }
+  [[nodiscard]] RaplStart rapl() const {
+    return rapl_start.value_or(kind == ModelKind::kIdeal ? RaplStart::kZero : RaplStart::kRandom);
+  }
+};
+
 struct GpuSpec {
   std::string sku;                  ///< Key into the SKU table ("A100", "V100", ...).
   std::optional<std::string> uuid;  ///< Default: derived from the position.
+  /// Sensor samples only part of each period; default: the SKU's (A100/H100), never in ideal.
+  std::optional<bool> partial_sampling;
 };
 
 struct CpuSpec {
   bool dram = true;
+  bool core = false;  ///< Add a `core` sub-zone (client parts have one; Xeon servers do not).
   double idle_package_w = 20.0;
   double idle_dram_w = 4.0;
-  /// Raw counter range before energy_uj wraps (µJ). Default like a current Intel part.
+  /// Raw package counter range before energy_uj wraps (µJ). Default: Intel's 32-bit counter in
+  /// 61.035 µJ units (ESU 14). DRAM uses the server parts' fixed 15.3 µJ unit and its own range
+  /// (65712999613) unless this is set to something other than the default.
   std::uint64_t max_energy_range_uj = 262143328850ULL;
 };
+
+/// The default DRAM counter range (2^32 − 1 units of 15.3 µJ).
+inline constexpr std::uint64_t kDramEnergyRangeUj = 65712999613ULL;
 
 struct MachineSpec {
   std::string text;  ///< The spec as given (for ERG_SIMULATE).
   std::vector<GpuSpec> gpus;
   std::vector<CpuSpec> cpus;  ///< Default: one package with DRAM.
   bool psys = false;          ///< Add a psys zone (never summed into packages).
+  ModelSpec model;
 };
 
 /// Parses a spec string or JSON file. Errors name the bad token.
 Result<MachineSpec> parse_spec(std::string_view text);
+
+std::string_view to_string(ModelKind kind);
+std::string_view to_string(TimestampMeaning meaning);
+std::string_view to_string(RaplStart start);
 
 }  // namespace erg::sim
