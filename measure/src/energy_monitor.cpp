@@ -11,6 +11,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
+#include <condition_variable>
+#include <limits>
 
 #include "erg/measure/counter_tracker.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -21,12 +24,28 @@ namespace {
 /// How many update periods a window must span before its counter figure is trusted.
 constexpr double kShortWindowPeriods = 2.0;
 
+/// The follower's plan for one GPU (see next_due()).
+struct FollowPlan {
+  std::int64_t next_due = 0;        // monitor ns; 0 = now
+  std::int64_t probe_until = 0;     // fast probing until then (schedule not locked)
+  std::int64_t next_probe = 0;      // when to probe fast again after a failed probe
+  std::optional<std::int64_t> target;  // the update being waited for
+  std::int64_t deadline = 0;        // give up on `target` after this
+  bool dense = false;               // polling densely for `target`
+  int dense_done = 0;               // dense brackets since the schedule locked
+  int misses = 0;                   // targets given up in a row
+  double lead_ns = 0;               // extra lead of dense polling (grows when an update came earlier)
+  int target_reads = 0;             // reads made while waiting for `target`
+};
+
 struct GpuCounter {
   unsigned index;
   std::shared_ptr<Gpu> gpu;
   bool has_counter;
-  std::optional<std::chrono::microseconds> period;
-  CounterTracker tracker;      // mJ
+  std::optional<std::chrono::microseconds> period;  // the vendor's nominal period
+  CounterTracker tracker;                            // mJ
+  CounterHistory history;                            // accumulated mJ over monitor ns
+  FollowPlan plan;
   std::optional<Error> error;  // last read error
 };
 
@@ -45,7 +64,11 @@ constexpr std::size_t kSpareWindowNodes = 8;
 struct WindowState {
   std::chrono::nanoseconds start{0};
   std::chrono::nanoseconds start_wall{0};
+  // Per GPU: the edge instant (the read's time), the counter's value there (final once the
+  // update after the edge was read), and the anomaly count.
+  std::vector<std::int64_t> gpu_t;
   std::vector<double> gpu_mj;
+  std::vector<char> gpu_final;
   std::vector<std::uint64_t> gpu_anomalies;
   std::vector<double> cpu_uj;
   std::vector<double> dram_uj;
@@ -71,6 +94,22 @@ std::string fmt_double(double v) {
 
 }  // namespace
 
+// The follower's cadence (see plan_next). Dense polling every 0.5 ms pins an update within
+// ~0.5 ms; a value read 0.3 ms past the predicted update (plus three σ of jitter) sees it.
+constexpr std::int64_t kPollNs = 500'000;
+constexpr std::int64_t kAfterNs = 300'000;
+constexpr std::int64_t kMinGapNs = 100'000;
+// Probing (schedule not locked yet): densely for up to 1.5 s, then every 100 ms, and densely
+// again every 10 s.
+constexpr std::int64_t kProbeNs = 1'500'000'000;
+constexpr std::int64_t kSlowPollNs = 100'000'000;
+constexpr std::int64_t kReprobeNs = 10'000'000'000;
+// Updates pinned by dense polling: each of the first 16 after the lock, then one in 10 (about
+// one a second at 100 ms), which keeps the fitted phase within the jitter of the truth.
+constexpr int kDenseAfterLock = 16;
+constexpr std::int64_t kDenseEvery = 10;
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
 struct EnergyMonitor::Impl {
   const Clock* clock;
   EnergyMonitorOptions options;
@@ -90,35 +129,83 @@ struct EnergyMonitor::Impl {
   std::vector<Windows::node_type> spare_nodes;
   WindowState end_scratch;
 
+  // The follower thread (follow_counters && follower_thread): waits on `wake` under `mu`.
+  std::condition_variable wake;
+  bool stopping = false;
+  std::thread follower;
+
   ~Impl() {
+    if (follower.joinable()) {
+      {
+        std::lock_guard lock(mu);
+        stopping = true;
+      }
+      wake.notify_all();
+      follower.join();
+    }
     if (log_fd >= 0) ::close(log_fd);
   }
 
-  /// Reads every counter once (under mu) into `state`-shaped vectors. `wall`: the clock's wall
-  /// time now (for the age of GPU counters).
-  void read_counters(WindowState& s, std::chrono::nanoseconds wall) {
-    s.gpu_mj.resize(gpus.size());
-    s.gpu_anomalies.resize(gpus.size());
-    for (std::size_t i = 0; i < gpus.size(); ++i) {
+  bool estimates() const { return options.extrapolate_counters; }
+  /// A schedule to make edges final against: continuous, or locked with enough pinned updates
+  /// (stamps pin every update; brackets pin some) for its phase to hold within the jitter.
+  static bool mature(const UpdateSchedule& s) {
+    return s.continuous || (s.locked && (s.stamps_are_update_times.value_or(false) || s.fitted_updates >= 8));
+  }
+
+  /// Reads GPU `i` (under mu): feeds the tracker and the history, then makes final the begin
+  /// edges of open windows that this read settles. Returns the read's time (monitor ns).
+  std::int64_t read_gpu(std::size_t i, std::chrono::nanoseconds wall_offset) {
+    GpuCounter& g = gpus[i];
+    auto r = g.gpu->energy_reading();
+    const std::int64_t t = clock->now().count();
+    if (!r) {
+      g.error = r.error();
+      return t;
+    }
+    // The tracker sees raw counter values; the history their monotonic accumulation.
+    g.tracker.update(r->energy.value());
+    g.error.reset();
+    CounterRead read;
+    read.t_ns = t;
+    read.value = g.tracker.accumulated();
+    if (r->updated_at) read.stamp_ns = (*r->updated_at - wall_offset).count();
+    if (r->power) read.power = r->power->value();  // mW = mJ/s
+    g.history.add(read);
+    // Edges are made final only against a settled schedule: before the lock an update's time
+    // (the first value's above all) is a guess, and the first few fitted updates can still move
+    // the schedule by more than the jitter.
+    if (estimates() && mature(g.history.schedule()))
+      for (auto& [name, w] : windows) {
+        if (i >= w.gpu_final.size() || w.gpu_final[i] || !g.history.final_at(w.gpu_t[i])) continue;
+        if (auto v = g.history.value_at(w.gpu_t[i])) w.gpu_mj[i] = v->value, w.gpu_final[i] = 1;
+      }
+    return t;
+  }
+
+  std::chrono::nanoseconds wall_offset() const { return clock->wall_now() - clock->now(); }
+
+  /// Reads every counter once (under mu) into `state`-shaped vectors.
+  void read_counters(WindowState& s) {
+    const auto offset = wall_offset();
+    const std::size_t n = gpus.size();
+    s.gpu_t.resize(n);
+    s.gpu_mj.resize(n);
+    s.gpu_final.resize(n);
+    s.gpu_anomalies.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
       auto& g = gpus[i];
-      double extra_mj = 0.0;
+      s.gpu_final[i] = 1;
+      s.gpu_mj[i] = 0.0;
+      s.gpu_t[i] = 0;
       if (g.has_counter) {
-        auto r = g.gpu->energy_reading();
-        if (r) {
-          // The tracker sees raw counter values only; the age correction applies to this
-          // edge alone, so it can never be mistaken for a counter anomaly.
-          g.tracker.update(r->energy.value());
-          g.error.reset();
-          if (options.extrapolate_counters && r->updated_at && r->power) {
-            const auto cap = g.period.value_or(std::chrono::milliseconds(100));
-            auto age = std::clamp<std::chrono::nanoseconds>(wall - *r->updated_at, std::chrono::nanoseconds(0), cap);
-            extra_mj = r->power->value() * (static_cast<double>(age.count()) * 1e-9);
-          }
-        } else {
-          g.error = r.error();
+        s.gpu_t[i] = read_gpu(i, offset);
+        s.gpu_mj[i] = g.tracker.accumulated();
+        if (estimates() && !g.error) {
+          if (auto v = g.history.value_at(s.gpu_t[i]))
+            s.gpu_mj[i] = v->value, s.gpu_final[i] = v->final && mature(g.history.schedule()) ? 1 : 0;
         }
       }
-      s.gpu_mj[i] = g.tracker.accumulated() + extra_mj;
       s.gpu_anomalies[i] = g.tracker.anomalies();
     }
     s.cpu_uj.resize(cpus.size());
@@ -143,6 +230,163 @@ struct EnergyMonitor::Impl {
       s.cpu_uj[i] = c.package.accumulated();
       s.dram_uj[i] = c.dram_tracker.accumulated();
       s.cpu_anomalies[i] = c.package.anomalies() + c.dram_tracker.anomalies();
+    }
+  }
+
+  /// The best value of GPU `i`'s counter at edge `t` now: final if it can be, else `fallback`.
+  double edge_value(std::size_t i, std::int64_t t, double fallback) const {
+    if (!estimates()) return fallback;
+    auto v = gpus[i].history.value_at(t);
+    return v ? v->value : fallback;
+  }
+
+  // --- the follower -------------------------------------------------------------------------
+
+  std::optional<std::int64_t> next_due() const {
+    std::int64_t due = kNever;
+    for (const auto& g : gpus)
+      if (g.has_counter) due = std::min(due, g.plan.next_due);
+    if (due == kNever) return std::nullopt;
+    return due;
+  }
+
+  /// Performs the reads due at `now` (under mu).
+  void follow_locked(std::int64_t now) {
+    const auto offset = wall_offset();
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      auto& g = gpus[i];
+      if (!g.has_counter || g.plan.next_due > now) continue;
+      const std::int64_t t = read_gpu(i, offset);
+      if (g.error) {
+        g.plan.next_due = t + kSlowPollNs;  // a failing GPU is retried, not hammered
+        continue;
+      }
+      plan_next(g, t);
+    }
+  }
+
+  /// Decides the follower's next read of `g` after a read at `t`.
+  static void plan_next(GpuCounter& g, std::int64_t t) {
+    FollowPlan& p = g.plan;
+    const UpdateSchedule& sch = g.history.schedule();
+    if (!sch.locked) {
+      // Probe: poll densely until three updates are pinned (about two periods).
+      p.target.reset();
+      p.dense_done = 0;
+      if (p.probe_until == 0) p.probe_until = t + kProbeNs, p.next_probe = t + kReprobeNs;
+      if (t >= p.next_probe) p.probe_until = t + kProbeNs, p.next_probe = t + kReprobeNs;
+      p.next_due = t + (t < p.probe_until ? kPollNs : kSlowPollNs);
+      return;
+    }
+    if (sch.continuous) {
+      p.next_due = t + kSlowPollNs;  // a read at the edge is current: nothing to follow
+      return;
+    }
+    const double sigma = static_cast<double>(sch.jitter.count());
+    const double period = static_cast<double>(sch.period.count());
+    const auto last = g.history.last_index();
+    if (p.target) {
+      ++p.target_reads;
+      if (last && *last >= *p.target) {
+        if (p.dense) {
+          ++p.dense_done;
+          // Already there at the first dense read: it came earlier than the polling began, so
+          // begin earlier next time (otherwise the fit would only ever see the late ones).
+          if (p.target_reads == 1) p.lead_ns = std::min(period / 4.0, std::max(2.0 * p.lead_ns, period / 20.0));
+          else p.lead_ns *= 0.95;
+        }
+        p.misses = 0;
+      } else if (t < p.deadline) {
+        p.dense = true;  // late (or polling around it): poll until it shows
+        p.next_due = t + kPollNs;
+        return;
+      } else if (++p.misses >= 3) {
+        // Three updates missed in a row: the schedule drifted. Probe again; the narrow brackets
+        // refit it (or, far off, relock it).
+        p.misses = 0;
+        p.dense_done = 0;
+        p.target.reset();
+        p.probe_until = t + kProbeNs;
+        p.next_due = t + kPollNs;
+        return;
+      }
+    }
+    // The next update that can still be ahead (skipping any the follower was too late for).
+    std::int64_t j = last ? *last + 1 : 0;
+    for (int guard = 0; guard < 100000; ++guard) {
+      const auto at = g.history.predicted_time(j);
+      if (!at || static_cast<double>(*at) + 3.0 * sigma >= static_cast<double>(t)) break;
+      const double behind = (static_cast<double>(t) - static_cast<double>(*at)) / period;
+      j += std::max<std::int64_t>(1, static_cast<std::int64_t>(behind) - 1);
+    }
+    const auto at = g.history.predicted_time(j);
+    if (!at) {
+      p.next_due = t + kPollNs;
+      return;
+    }
+    p.target = j;
+    const bool stamps = sch.stamps_are_update_times.value_or(false);
+    p.dense = !stamps && (p.dense_done < kDenseAfterLock || j % kDenseEvery == 0);
+    const double g_j = static_cast<double>(*at);
+    p.target_reads = 0;
+    if (p.dense) {
+      // Begin early enough for the jitter (4σ) and a twentieth of a period at least: the
+      // estimate of σ comes from these brackets and must not be cut short by them.
+      const double lead = std::max({4.0 * sigma, period / 20.0, p.lead_ns});
+      p.next_due = static_cast<std::int64_t>(g_j - lead) - kPollNs;
+      p.deadline = static_cast<std::int64_t>(g_j + 4.0 * sigma + period / 4.0);
+    } else {
+      p.next_due = static_cast<std::int64_t>(g_j + 3.0 * sigma) + kAfterNs;
+      p.deadline = static_cast<std::int64_t>(g_j + period / 2.0);
+    }
+    p.next_due = std::max(p.next_due, t + kMinGapNs);
+  }
+
+  void run_follower() {
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      const auto due = next_due();
+      const std::int64_t now = clock->now().count();
+      if (due && *due <= now) {
+        follow_locked(now);
+        continue;
+      }
+      const std::int64_t wait = due ? *due - now : 1'000'000'000;
+      wake.wait_for(lock, std::chrono::nanoseconds(wait));
+    }
+  }
+
+  /// Waits until every GPU counter updated after its end edge (settle), reading each GPU when
+  /// its history predicts the update (GPUs update on their own schedules: they are served in
+  /// the order their updates are due, never one after the other); bounded by three periods past
+  /// the edge. Not under mu.
+  void settle(const std::vector<std::int64_t>& end_t) {
+    std::vector<std::int64_t> deadline(gpus.size(), 0);
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const auto nominal = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          gpus[i].period.value_or(std::chrono::milliseconds(100)));
+      deadline[i] = end_t[i] + 3 * nominal.count() + 50'000'000;
+    }
+    for (;;) {
+      std::optional<std::size_t> next;
+      std::int64_t next_due = 0;
+      {
+        std::lock_guard lock(mu);
+        const std::int64_t now = clock->now().count();
+        for (std::size_t i = 0; i < gpus.size(); ++i) {
+          auto& h = gpus[i].history;
+          if (!gpus[i].has_counter || gpus[i].error || h.final_at(end_t[i])) continue;
+          if (h.schedule().locked) deadline[i] = std::max(deadline[i], end_t[i] + 3 * h.schedule().period.count());
+          if (now >= deadline[i]) continue;
+          // Unknown schedule: poll.
+          const std::int64_t due = std::max(h.update_expected_after(end_t[i]).value_or(0), now + kPollNs);
+          if (!next || due < next_due) next = i, next_due = due;
+        }
+      }
+      if (!next) return;
+      clock->sleep_until(std::chrono::nanoseconds(next_due));
+      std::lock_guard lock(mu);
+      read_gpu(*next, wall_offset());
     }
   }
 
@@ -214,9 +458,14 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
   }
   std::vector<unsigned> old_gpus;
   for (unsigned i : impl->gpu_indices) {
-    bool counter = gpus[i]->capabilities().energy_counter;
-    impl->gpus.push_back(GpuCounter{i, gpus[i], counter, gpus[i]->capabilities().energy_update_period, {}, {}});
-    if (!counter) old_gpus.push_back(i);
+    const auto& caps = gpus[i]->capabilities();
+    const auto nominal = caps.energy_update_period.value_or(std::chrono::milliseconds(100));
+    impl->gpus.push_back(GpuCounter{i, gpus[i], caps.energy_counter, caps.energy_update_period, {},
+                                    CounterHistory(std::chrono::duration_cast<std::chrono::nanoseconds>(nominal)),
+                                    {}, {}});
+    // Not followed: never due.
+    if (!options.follow_counters || !caps.energy_counter) impl->gpus.back().plan.next_due = kNever;
+    if (!caps.energy_counter) old_gpus.push_back(i);
   }
 
   if (options.cpu_indices) {
@@ -269,6 +518,10 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
   }
   impl->spare_nodes.reserve(kSpareWindowNodes);  // recycling a node never allocates
   impl->options = std::move(options);
+  if (impl->options.follow_counters && impl->options.follower_thread && impl->next_due()) {
+    Impl* raw = impl.get();
+    impl->follower = std::thread([raw] { raw->run_follower(); });
+  }
   return std::unique_ptr<EnergyMonitor>(new EnergyMonitor(std::move(impl)));
 }
 
@@ -300,7 +553,7 @@ Result<void> EnergyMonitor::begin_window(const std::string& name, bool sync, boo
   WindowState& s = node.mapped();
   s.start_wall = impl_->clock->wall_now();
   s.start = impl_->clock->now();
-  impl_->read_counters(s, s.start_wall);
+  impl_->read_counters(s);
   if (it != windows.end()) {  // restart: the new start replaces the old one
     std::swap(it->second, s);
     if (impl_->spare_nodes.size() < kSpareWindowNodes) impl_->spare_nodes.push_back(std::move(node));
@@ -358,16 +611,25 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
   Measurement m;
   m.gpus.reserve(impl_->gpus.size());
   m.cpus.reserve(impl_->cpus.size());
+  Impl::Windows::node_type node;
+  std::vector<std::int64_t> settle_at;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->windows.find(name);
     if (it == impl_->windows.end())
       return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
-    auto node = impl_->windows.extract(it);
-    const WindowState& start = node.mapped();
+    node = impl_->windows.extract(it);
     WindowState& end = impl_->end_scratch;
     end.start = impl_->clock->now();
-    impl_->read_counters(end, impl_->clock->wall_now());
+    impl_->read_counters(end);
+    if (impl_->options.settle && impl_->estimates()) settle_at = end.gpu_t;
+  }
+  // Settling sleeps: never under the monitor's lock (other windows and the follower go on).
+  if (!settle_at.empty()) impl_->settle(settle_at);
+  {
+    std::lock_guard lock(impl_->mu);
+    const WindowState& start = node.mapped();
+    WindowState& end = impl_->end_scratch;
     m.name = name;
     m.start_wall = start.start_wall;
     m.time = Seconds(static_cast<double>((end.start - start.start).count()) * 1e-9);
@@ -376,11 +638,23 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
       GpuEnergy ge;
       ge.index = g.index;
       if (g.has_counter) {
-        ge.energy = MilliJoules(std::max(0.0, end.gpu_mj[i] - start.gpu_mj[i]));
+        // Both edges at their best now: the begin edge is usually final already; the end edge is
+        // final after settling, else extrapolated from the last update.
+        const double begin = start.gpu_final[i] ? start.gpu_mj[i] : impl_->edge_value(i, start.gpu_t[i], start.gpu_mj[i]);
+        const double finish = impl_->edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
+        ge.energy = MilliJoules(std::max(0.0, finish - begin));
+        if (impl_->estimates() && !g.history.final_at(end.gpu_t[i])) {
+          if (auto last = g.history.last_update_time())
+            ge.extrapolated = Seconds(
+                static_cast<double>(std::max<std::int64_t>(0, end.gpu_t[i] - std::max(*last, start.gpu_t[i]))) * 1e-9);
+        }
         ge.source = EnergySource::kCounter;
         ge.affected = end.gpu_anomalies[i] != start.gpu_anomalies[i];
-        if (g.period)
-          ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*g.period).count();
+        const auto& sch = g.history.schedule();
+        std::optional<std::chrono::nanoseconds> period;
+        if (sch.locked && !sch.continuous) period = sch.period;
+        else if (g.period) period = *g.period;
+        if (period) ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*period).count();
         if (g.error) {
           ge.error = g.error;
           ge.affected = true;
@@ -432,6 +706,32 @@ std::vector<std::string> EnergyMonitor::open_windows() const {
   std::vector<std::string> names;
   for (const auto& [n, s] : impl_->windows) names.push_back(n);
   return names;
+}
+
+}  // namespace erg::measure
+
+namespace erg::measure {
+
+Result<UpdateSchedule> EnergyMonitor::counter_schedule(unsigned gpu) const {
+  std::lock_guard lock(impl_->mu);
+  for (const auto& g : impl_->gpus)
+    if (g.index == gpu) {
+      if (!g.has_counter) return fail(ErrorCode::kNotFound, "GPU " + std::to_string(gpu) + " has no energy counter");
+      return g.history.schedule();
+    }
+  return fail(ErrorCode::kNotFound, "GPU " + std::to_string(gpu) + " is not being monitored");
+}
+
+std::optional<std::chrono::nanoseconds> EnergyMonitor::next_follow_time() const {
+  std::lock_guard lock(impl_->mu);
+  auto due = impl_->next_due();
+  if (!due) return std::nullopt;
+  return std::chrono::nanoseconds(*due);
+}
+
+void EnergyMonitor::follow() {
+  std::lock_guard lock(impl_->mu);
+  impl_->follow_locked(impl_->clock->now().count());
 }
 
 }  // namespace erg::measure

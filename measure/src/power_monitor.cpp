@@ -372,7 +372,9 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
   int value_changes = 0;
   int polls = 0;
   // Poll with a short sleep (not a busy loop) until a few updates were seen or time is up.
-  while (clock::now() - start < budget && stamp_changes < 6 && value_changes < 6) {
+  // Stamps that move on (nearly) every poll stamp the query: only value changes count then.
+  auto stamps_track = [&] { return stamp_changes * 2 < polls; };
+  while (clock::now() - start < budget && value_changes < 6 && !(stamp_changes >= 6 && stamps_track())) {
     auto p = gpu.power_reading(domain);
     auto now = clock::now();
     if (!p) return std::nullopt;
@@ -398,7 +400,7 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
     last_value = v;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  const bool stamps_track_updates = stamp_shortest && stamp_changes * 2 < polls;
+  const bool stamps_track_updates = stamp_shortest && stamps_track();
   std::optional<std::chrono::nanoseconds> shortest = stamps_track_updates ? stamp_shortest : value_shortest;
   if (!shortest) return std::nullopt;
   return std::chrono::duration_cast<std::chrono::microseconds>(*shortest);

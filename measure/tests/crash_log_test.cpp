@@ -28,6 +28,8 @@ namespace {
   }
   std::vector<std::shared_ptr<Cpu>> cpus{std::make_shared<sim::FakeCpu>(0)};
   EnergyMonitorOptions o;
+  o.extrapolate_counters = false;  // fakes: exact counters, plain differences
+  o.follow_counters = false;
   o.log_file = path;
   auto m = EnergyMonitor::create(gpus, cpus, o);
   if (!m) _exit(3);

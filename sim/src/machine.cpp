@@ -336,6 +336,8 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
     init.seed = spec.model.seed;
     init.faithful = faithful;
     init.partial_sampling = spec.gpus[i].partial_sampling ? (*spec.gpus[i].partial_sampling ? 1 : 0) : -1;
+    init.energy_period_ms = spec.gpus[i].energy_period_ms.value_or(0.0);
+    init.jitter_ms = spec.gpus[i].jitter_ms.value_or(-1.0);
     detail::init_gpu(g, init, now);
     std::string uuid = spec.gpus[i].uuid.value_or(default_uuid(i));
     if (uuid.size() >= sizeof g.uuid) uuid.resize(sizeof g.uuid - 1);
@@ -833,6 +835,18 @@ Result<std::uint64_t> Machine::lock_free_reads(unsigned gpu) {
   for (unsigned i = 1; i < static_cast<unsigned>(SimCall::kCount); ++i)
     all += std::atomic_ref(g.calls[i]).load(std::memory_order_relaxed);
   return all > locked ? all - locked : 0;
+}
+
+}  // namespace erg::sim
+
+namespace erg::sim {
+
+void MachineClock::sleep_until(std::chrono::nanoseconds t) const {
+  auto& m = const_cast<Machine&>(machine_);
+  const auto now = m.now();
+  if (now >= t) return;
+  if (m.advance(t - now)) return;  // virtual: time moves when told
+  Clock::sleep_until(t);           // real: wait
 }
 
 }  // namespace erg::sim

@@ -180,12 +180,17 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
           } else if (gk == "partial_sampling") {
             if (!gv.is_boolean()) return bad(gk + "=" + gv.dump(), "partial_sampling must be true or false");
             gs.partial_sampling = gv.get<bool>();
+          } else if (gk == "energy_period_ms" || gk == "jitter_ms") {
+            const double v = gv.is_number() ? gv.get<double>() : -1.0;
+            const bool ok = gk == "energy_period_ms" ? (v >= 1.0 && v <= 10000.0) : (v >= 0.0 && v <= 1000.0);
+            if (!ok) return bad(gk + "=" + gv.dump(), "energy_period_ms is 1..10000, jitter_ms 0..1000");
+            (gk == "energy_period_ms" ? gs.energy_period_ms : gs.jitter_ms) = v;
           } else if (gk == "uuid") {
             if (!gv.is_string() || !valid_uuid(gv.get<std::string>()))
               return bad(gv.dump(), "uuid must be a string like GPU-xxxxxxxx-...");
             gs.uuid = gv.get<std::string>();
           } else {
-            return bad(gk, "unknown GPU field (sku, uuid, partial_sampling)");
+            return bad(gk, "unknown GPU field (sku, uuid, partial_sampling, energy_period_ms, jitter_ms)");
           }
         }
         spec.gpus.push_back(std::move(gs));

@@ -310,20 +310,21 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   g.faithful = init.faithful ? 1 : 0;
   g.partial_sampling = (init.faithful && (init.partial_sampling < 0 ? sku.sampled_window_ms > 0 : init.partial_sampling != 0)) ? 1 : 0;
   if (g.partial_sampling && sku.sampled_window_ms == 0) g.partial_sampling = 0;  // nothing to sample
-  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;
+  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;  // (see custom below)
   g.gain = init.faithful ? kGainError * (2.0 * uniform01(key(g.seed, kSaltGain)) - 1.0) : 0.0;
   g.limit_mw = sku.default_limit_w * 1000u;
   g.mem_ratio = 1.0;
   for (auto& f : g.faults) f = FaultSlot{};
 
-  auto make_series = [&](TickSeries& t, unsigned period_ms, std::uint64_t salt) {
-    const double nominal = static_cast<double>(period_ms) * 1e6;
+  auto make_series = [&](TickSeries& t, double period_ms, std::uint64_t salt, double override_ms, double jitter_ms) {
+    const double nominal = period_ms * 1e6;
     if (init.faithful) {
       const double drift = kPeriodDrift * (2.0 * uniform01(key(g.seed, kSaltDrift, salt)) - 1.0);
-      t.period_ns = static_cast<std::int64_t>(std::llround(nominal * (1.0 + drift)));
+      t.period_ns = override_ms > 0.0 ? static_cast<std::int64_t>(override_ms * 1e6)
+                                      : static_cast<std::int64_t>(std::llround(nominal * (1.0 + drift)));
       t.origin_ns = now + static_cast<std::int64_t>(uniform01(key(g.seed, kSaltPhase, salt)) * static_cast<double>(t.period_ns));
       const double share = kJitterMin + (kJitterMax - kJitterMin) * uniform01(key(g.seed, kSaltJitter, salt));
-      t.jitter_ns = share * nominal;
+      t.jitter_ns = jitter_ms >= 0.0 ? jitter_ms * 1e6 : share * static_cast<double>(t.period_ns);
     } else {
       t.period_ns = static_cast<std::int64_t>(nominal);
       t.origin_ns = 0;
@@ -332,8 +333,10 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
     t.salt = key(g.seed, salt);
     init_series(t, now);
   };
-  make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks);
-  if (!g.shared_ticks) make_series(g.power_ticks, sku.power_period_ms, kSaltPowerTicks);
+  const bool custom = init.faithful && (init.energy_period_ms > 0.0 || init.jitter_ms >= 0.0);
+  if (custom) g.shared_ticks = 0;  // the power fields keep the SKU's schedule
+  make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks, init.energy_period_ms, init.jitter_ms);
+  if (!g.shared_ticks) make_series(g.power_ticks, sku.power_period_ms, kSaltPowerTicks, 0.0, -1.0);
 
   // Idle at the lowest clock, settled.
   g.utilization = 0.0;

@@ -247,6 +247,8 @@ struct GpuInit {
   std::uint64_t seed = 1;     // machine seed
   bool faithful = true;
   int partial_sampling = -1;  // -1: the SKU's default
+  double energy_period_ms = 0.0;  // > 0: overrides the SKU's (and its drift)
+  double jitter_ms = -1.0;        // ≥ 0: overrides the seeded jitter
 };
 /// Initializes a GPU at sim time `now`: idle, default limit, sensor schedules, seeded counter.
 void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now);

@@ -15,6 +15,9 @@ class Clock {
   [[nodiscard]] virtual std::chrono::nanoseconds now() const = 0;
   /// Wall-clock time since the Unix epoch (for log timestamps).
   [[nodiscard]] virtual std::chrono::nanoseconds wall_now() const = 0;
+  /// Waits until now() ≥ `t` (returns at once if it already is). A virtual clock moves itself
+  /// there instead of waiting, so code that waits for time to pass runs on it unchanged.
+  virtual void sleep_until(std::chrono::nanoseconds t) const;
 };
 
 /// CLOCK_MONOTONIC and CLOCK_REALTIME.
@@ -40,9 +43,15 @@ class VirtualClock final : public Clock {
   }
   void advance(std::chrono::nanoseconds d) { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
   void set(std::chrono::nanoseconds t) { now_.store(t.count(), std::memory_order_release); }
+  /// Moves the clock forward to `t` (never back).
+  void sleep_until(std::chrono::nanoseconds t) const override {
+    long long cur = now_.load(std::memory_order_acquire);
+    while (cur < t.count() && !now_.compare_exchange_weak(cur, t.count(), std::memory_order_acq_rel)) {
+    }
+  }
 
  private:
-  std::atomic<long long> now_;
+  mutable std::atomic<long long> now_;
   long long wall_offset_;
 };
 

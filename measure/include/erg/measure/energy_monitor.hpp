@@ -2,8 +2,15 @@
 /// EnergyMonitor: named measurement windows over GPUs and CPU packages that nest and overlap
 /// in any order (Zeus's ZeusMonitor, reference/zeus.md §1.1).
 ///
-/// A window reads every monitored counter at begin and at end; the difference is the energy.
-/// GPUs without an energy counter (pre-Volta) are measured by integrating a PowerMonitor
+/// A window reads every monitored counter at begin and at end. A GPU counter updates only every
+/// ~100 ms, so the value read at an edge is stale by up to one period: each GPU's reads go into
+/// a CounterHistory, which learns when the counter updates (without trusting the driver's
+/// timestamps) and gives the counter's value at the edge instant, interpolated between the
+/// updates around it. A follower reads each GPU once just after each predicted update (and now
+/// and then densely around one, to keep the schedule locked), so the update after a begin edge
+/// is known shortly after it; the end edge is extrapolated from the last update, or — with
+/// `settle` — end_window waits for the update after it (at most about one period) and is exact
+/// too. GPUs without an energy counter (pre-Volta) are measured by integrating a PowerMonitor
 /// timeline that the monitor starts for them. All counter anomalies (driver-reload resets,
 /// counters going backwards) are absorbed by one CounterTracker per counter: energy never goes
 /// negative and an affected window says so.
@@ -20,6 +27,7 @@
 #include "erg/core/clock.hpp"
 #include "erg/core/device.hpp"
 #include "erg/core/result.hpp"
+#include "erg/measure/counter_history.hpp"
 #include "erg/measure/measurement.hpp"
 
 namespace erg::measure {
@@ -36,12 +44,20 @@ struct EnergyMonitorOptions {
   std::optional<std::vector<unsigned>> cpu_indices;
   /// For a GPU whose counter did not move during a window, report instant power × time.
   bool approx_instant_energy = false;
-  /// Account for the age of a GPU energy counter at each window edge: a counter that updates
-  /// every ~100 ms is up to one period stale when read, so an edge adds the instant power ×
-  /// the time since the driver last updated it (both come from the same driver call; the age
-  /// is capped at one update period). Exact while power is steady since the last update.
-  /// Off: plain counter differences, as Zeus computes them.
+  /// Estimate each GPU counter's value at the edge instant (interpolated between the updates
+  /// around it; see the class comment). Off: plain differences of the values read at the edges,
+  /// as Zeus computes them (up to one update period of energy off at each edge).
   bool extrapolate_counters = true;
+  /// Follow the GPU counters from a background thread (a few reads per update period per GPU):
+  /// begin edges become exact shortly after they happen, and the update schedule stays locked.
+  /// Off: edges are estimated from the edge reads alone.
+  bool follow_counters = true;
+  /// With follow_counters: run the follower on its own thread (default); false: nothing reads
+  /// in the background, and the owner calls follow() (tests on a virtual clock).
+  bool follower_thread = true;
+  /// end_window waits (sleeping on the clock) until every GPU counter has updated after the end
+  /// edge — at most about one update period — so the end edge is interpolated, not extrapolated.
+  bool settle = false;
   /// Append one row per ended window (not cancelled ones), flushed per row.
   std::optional<std::filesystem::path> log_file;
   LogFormat log_format = LogFormat::kCsv;
@@ -87,6 +103,14 @@ class EnergyMonitor {
   [[nodiscard]] std::vector<std::string> open_windows() const;
   /// The sampler measuring GPUs without an energy counter, if any.
   [[nodiscard]] PowerMonitor* power_monitor() const;
+  /// What the monitor has learned of a GPU counter's update schedule (the counter's real update
+  /// period, once measured). NotFound for a GPU not monitored or without a counter.
+  [[nodiscard]] Result<UpdateSchedule> counter_schedule(unsigned gpu) const;
+
+  /// With follower_thread off: when the follower next wants to read (monitor clock), if ever.
+  [[nodiscard]] std::optional<std::chrono::nanoseconds> next_follow_time() const;
+  /// With follower_thread off: performs the follower's reads that are due now.
+  void follow();
 
  private:
   struct Impl;

@@ -27,6 +27,10 @@ struct GpuEnergy {
   /// The window is shorter than about two update periods of the counter it used, so the
   /// figure is coarse (it may even be 0 J).
   bool short_window = false;
+  /// How much of the window, at its end, lies past the counter's last update: that part of the
+  /// energy is extrapolated at the power of the last updates (0 once the end edge settled, see
+  /// EnergyMonitorOptions::settle). A load change in that span is not in the figure.
+  Seconds extrapolated{0.0};
   /// The counter reset or went backwards during the window; the figure is a lower bound.
   bool affected = false;
   /// Set when the device could not be read at the window's end (the energy is then 0).

@@ -213,6 +213,8 @@ class MachineClock final : public Clock {
   explicit MachineClock(const Machine& machine) : machine_(machine) {}
   [[nodiscard]] std::chrono::nanoseconds now() const override { return machine_.now(); }
   [[nodiscard]] std::chrono::nanoseconds wall_now() const override { return machine_.wall_now(); }
+  /// On the virtual clock: advances the machine to `t`; on the real clock: waits.
+  void sleep_until(std::chrono::nanoseconds t) const override;
 
  private:
   const Machine& machine_;

@@ -61,6 +61,12 @@ struct GpuSpec {
   std::optional<std::string> uuid;  ///< Default: derived from the position.
   /// Sensor samples only part of each period; default: the SKU's (A100/H100), never in ideal.
   std::optional<bool> partial_sampling;
+  /// Energy-counter update period, ms (default: the SKU's nominal 100 ms, with a seeded drift).
+  /// For tests that break an assumption of the reader (a period far from the nominal one).
+  std::optional<double> energy_period_ms;
+  /// σ of each counter update's offset from its schedule, ms (default: seeded, 0.1–1 % of the
+  /// period). For tests that break an assumption of the reader (large jitter).
+  std::optional<double> jitter_ms;
 };
 
 struct CpuSpec {

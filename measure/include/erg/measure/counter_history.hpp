@@ -1,0 +1,136 @@
+#pragma once
+/// What a cumulative energy counter did, learned from reading it: its updates, when each one
+/// happened, and so its value at any instant between two updates.
+///
+/// A GPU energy counter does not count continuously: it jumps every ~100 ms, at times that drift
+/// and jitter per device, and a read tells neither when the value it returns was produced nor
+/// (on some drivers) anything trustworthy through its timestamp. A window edge that takes the
+/// value read at the edge is up to one period stale, so the difference of two reads is off by up
+/// to a period of energy at each edge. CounterHistory fixes that without trusting timestamps:
+///
+///  - every read is an observation; each new value is an update record whose time is bracketed
+///    by the last read that still showed the old value and the first read that showed the new
+///    one;
+///  - a model of the schedule (period, phase, jitter) is fitted by least squares to the updates
+///    whose brackets are narrow (a follower reads densely around some predicted updates), or to
+///    the driver's timestamps once they are shown to be update times (the same value always
+///    carries the same stamp); it gives every update its index and an estimated time inside its
+///    bracket (the mean of the model's prediction truncated to the bracket);
+///  - the value at an instant t is interpolated linearly between the update before t and the one
+///    after it — exactly what the sensor's own figure for that period spreads over it — once the
+///    update after t has been read; until then it is extrapolated from the last update at the
+///    power of the last period (or the instant power read with the value).
+///
+/// Values are in any unit (the monitor feeds mJ), times in ns of the monitor's clock. Pure: no
+/// I/O, no clock, no threads; not thread-safe (the owner locks).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace erg::measure {
+
+/// One read of a cumulative counter.
+struct CounterRead {
+  std::int64_t t_ns = 0;  ///< When it was read (monitor clock); reads come in time order.
+  double value = 0.0;     ///< The (monotonic, accumulated) counter value.
+  /// The driver's time for the value (monitor clock), if it gave one. Used only once stamps are
+  /// shown to be update times.
+  std::optional<std::int64_t> stamp_ns;
+  /// Instant power read with the value, in value units per second, if any.
+  std::optional<double> power;
+};
+
+/// The counter's update schedule as learned so far.
+struct UpdateSchedule {
+  bool locked = false;      ///< Period and phase known (updates get indices and times).
+  bool continuous = false;  ///< The counter changes on (almost) every read: no staleness.
+  /// Driver stamps: nullopt undecided, true update times (trusted), false read times (ignored).
+  std::optional<bool> stamps_are_update_times;
+  std::chrono::nanoseconds period{0};  ///< Estimated update period (0 until known).
+  std::chrono::nanoseconds jitter{0};  ///< Estimated σ of an update's offset from the schedule.
+  std::size_t fitted_updates = 0;      ///< Updates the fit used.
+};
+
+/// The value of a counter at an instant.
+struct CounterEstimate {
+  double value = 0.0;
+  /// The update after the instant was read: the value is interpolated between the two updates
+  /// around it (final). False: extrapolated from the last update (may still change).
+  bool final = false;
+};
+
+class CounterHistory {
+ public:
+  /// `nominal_period`: the vendor's stated update period (a prior until one is measured).
+  explicit CounterHistory(std::chrono::nanoseconds nominal_period = std::chrono::milliseconds(100),
+                          std::size_t capacity = 512);
+
+  /// Feeds one read (in time order; a read older than the newest is ignored).
+  void add(const CounterRead& read);
+
+  /// The counter's value at `t_ns`; nullopt before the first read or older than the kept
+  /// updates.
+  [[nodiscard]] std::optional<CounterEstimate> value_at(std::int64_t t_ns) const;
+  /// True once value_at(t) is final: the first update after `t` has been read.
+  [[nodiscard]] bool final_at(std::int64_t t_ns) const;
+  /// When the first update after `t_ns` is expected (the model's prediction plus three σ, so a
+  /// read then sees it); nullopt before the schedule is locked.
+  [[nodiscard]] std::optional<std::int64_t> update_expected_after(std::int64_t t_ns) const;
+  /// The predicted time of update `index` (nullopt unless locked).
+  [[nodiscard]] std::optional<std::int64_t> predicted_time(std::int64_t index) const;
+  /// Index of the newest update seen (nullopt unless locked and seen).
+  [[nodiscard]] std::optional<std::int64_t> last_index() const;
+  /// Estimated time of the newest update (nullopt before any).
+  [[nodiscard]] std::optional<std::int64_t> last_update_time() const;
+  /// Time of the newest read (nullopt before any).
+  [[nodiscard]] std::optional<std::int64_t> last_read_time() const;
+
+  [[nodiscard]] const UpdateSchedule& schedule() const { return schedule_; }
+  /// Updates (distinct values) seen so far.
+  [[nodiscard]] std::uint64_t updates_seen() const { return updates_seen_; }
+  /// Reads fed so far.
+  [[nodiscard]] std::uint64_t reads() const { return reads_; }
+
+ private:
+  struct Record {
+    double value = 0.0;
+    std::int64_t lo = 0;         // the update happened after this read (the last one of the old value)
+    std::int64_t hi = 0;         // ... and by this one (the first read of this value)
+    std::int64_t last_seen = 0;  // the last read that still showed this value
+    std::optional<std::int64_t> stamp;
+    std::optional<std::int64_t> index;  // grid index once locked
+    std::optional<double> power;        // instant power read with the value
+    std::int64_t time = 0;              // estimated update time (cached; see estimate_times)
+  };
+
+  void note_stamps(const CounterRead& read);
+  void try_lock();
+  void refit();
+  void assign_index(Record& r, const Record* prev) const;
+  void estimate_times();
+  [[nodiscard]] std::int64_t estimate(const Record& r) const;
+  [[nodiscard]] double grid(double index) const { return phase_ + index * period_; }
+  [[nodiscard]] double rate_before(std::size_t k) const;
+  [[nodiscard]] double recent_period_energy() const;
+  [[nodiscard]] bool narrow(const Record& r) const;
+
+  std::chrono::nanoseconds nominal_;
+  std::size_t capacity_;
+  std::deque<Record> records_;
+  UpdateSchedule schedule_;
+  double period_ = 0.0;  // ns
+  double phase_ = 0.0;   // ns: time of index 0
+  double sigma_ = 0.0;   // ns
+  std::uint64_t updates_seen_ = 0;
+  std::uint64_t reads_ = 0;
+  std::int64_t last_read_ = 0;
+  // Stamp evidence: reads whose value repeated with the same / a different stamp.
+  int stamp_same_ = 0, stamp_moved_ = 0;
+  std::size_t since_refit_ = 0;
+};
+
+}  // namespace erg::measure

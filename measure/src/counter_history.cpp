@@ -1,0 +1,341 @@
+#include "erg/measure/counter_history.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace erg::measure {
+namespace {
+
+constexpr double kNsPerS = 1e9;
+// A bracket this narrow pins an update's time well enough to fit the schedule to it.
+constexpr double kNarrowNs = 3e6;
+// Stamps that differ by more than this between two reads of one value move with the reads.
+constexpr std::int64_t kStampSlackNs = 50'000;
+// Updates the schedule is fitted to (the most recent ones).
+constexpr std::size_t kFitPoints = 48;
+// A counter whose updates come this close together is read as continuous.
+constexpr double kContinuousNs = 2e6;
+
+double normal_pdf(double x) { return 0.3989422804014327 * std::exp(-0.5 * x * x); }
+double normal_cdf(double x) { return 0.5 * std::erfc(-x * 0.7071067811865476); }
+
+}  // namespace
+
+CounterHistory::CounterHistory(std::chrono::nanoseconds nominal_period, std::size_t capacity)
+    : nominal_(nominal_period.count() > 0 ? nominal_period : std::chrono::milliseconds(100)),
+      capacity_(std::max<std::size_t>(capacity, 8)) {}
+
+bool CounterHistory::narrow(const Record& r) const {
+  const double limit = period_ > 0.0 ? std::min(kNarrowNs, period_ / 4.0) : kNarrowNs;
+  return static_cast<double>(r.hi - r.lo) <= limit;
+}
+
+void CounterHistory::note_stamps(const CounterRead& read) {
+  if (records_.empty() || !read.stamp_ns || !records_.back().stamp) return;
+  const Record& last = records_.back();
+  if (read.value != last.value) return;
+  // The same value read again: an update-time stamp repeats, a read-time stamp moves.
+  if (std::llabs(*read.stamp_ns - *last.stamp) <= kStampSlackNs && read.t_ns - last.last_seen > kStampSlackNs)
+    ++stamp_same_;
+  else if (std::llabs(*read.stamp_ns - *last.stamp) > kStampSlackNs)
+    ++stamp_moved_;
+  if (stamp_moved_ >= 2) {
+    schedule_.stamps_are_update_times = false;
+  } else if (stamp_same_ >= 3 && stamp_moved_ == 0 && !schedule_.stamps_are_update_times) {
+    schedule_.stamps_are_update_times = true;
+    // Stamps are exact update times: relock on them.
+    schedule_.locked = false;
+    for (auto& r : records_) r.index.reset();
+    try_lock();
+  }
+}
+
+void CounterHistory::add(const CounterRead& read) {
+  if (reads_ > 0 && read.t_ns < last_read_) return;
+  ++reads_;
+  last_read_ = read.t_ns;
+  note_stamps(read);
+  if (!records_.empty() && read.value == records_.back().value) {
+    records_.back().last_seen = read.t_ns;
+    return;
+  }
+  Record r;
+  r.value = read.value;
+  r.hi = r.last_seen = read.t_ns;
+  // The first value was produced at most one period before it was first read.
+  r.lo = records_.empty() ? read.t_ns - static_cast<std::int64_t>(nominal_.count()) : records_.back().last_seen;
+  r.stamp = read.stamp_ns;
+  r.power = read.power;
+  const Record* prev = records_.empty() ? nullptr : &records_.back();
+  if (schedule_.locked && !schedule_.continuous) assign_index(r, prev);
+  records_.push_back(r);
+  ++updates_seen_;
+  while (records_.size() > capacity_) records_.pop_front();
+  if (!schedule_.locked) {
+    try_lock();
+    if (!schedule_.locked) records_.back().time = estimate(records_.back());
+    return;
+  }
+  if (schedule_.continuous) {
+    records_.back().time = records_.back().hi;
+    return;
+  }
+  const bool trusted = schedule_.stamps_are_update_times.value_or(false) && records_.back().stamp;
+  if (trusted || narrow(records_.back())) {
+    refit();  // also re-estimates the recent records' times
+  } else {
+    records_.back().time = estimate(records_.back());
+  }
+}
+
+void CounterHistory::try_lock() {
+  const bool stamps = schedule_.stamps_are_update_times.value_or(false);
+  // Candidate update times: trusted stamps, or midpoints of narrow brackets, in record order.
+  std::vector<std::pair<std::size_t, double>> points;
+  for (std::size_t i = 1; i < records_.size(); ++i) {
+    const Record& r = records_[i];
+    if (stamps && r.stamp)
+      points.emplace_back(i, static_cast<double>(*r.stamp));
+    else if (!stamps && static_cast<double>(r.hi - r.lo) <= kNarrowNs)
+      points.emplace_back(i, 0.5 * static_cast<double>(r.hi + r.lo));
+  }
+  // Spacings between consecutive records that are both points.
+  std::vector<double> spacings;
+  for (std::size_t p = 1; p < points.size(); ++p)
+    if (points[p].first == points[p - 1].first + 1) spacings.push_back(points[p].second - points[p - 1].second);
+  if (spacings.size() < 2) return;
+  const double shortest = *std::min_element(spacings.begin(), spacings.end());
+  if (shortest < kContinuousNs) {
+    // Changes on (almost) every read: a continuous counter, whose read value is current.
+    int fast = 0;
+    for (double s : spacings) fast += s < kContinuousNs ? 1 : 0;
+    if (fast >= 4) {
+      schedule_.locked = schedule_.continuous = true;
+      schedule_.period = std::chrono::nanoseconds(static_cast<std::int64_t>(shortest));
+      for (auto& r : records_) r.time = r.hi;
+    }
+    return;
+  }
+  // The period: the median spacing of single-period spacings. Every spacing must be a whole
+  // number of periods, give or take the jitter (a read may have missed an update).
+  std::vector<double> sorted = spacings;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  const double guess = median / std::max(1.0, std::round(median / shortest));
+  double sum = 0, count = 0;
+  for (double s : spacings) {
+    const double k = s / guess;
+    if (std::round(k) < 1.0 || std::abs(k - std::round(k)) > 0.3) return;
+    sum += s, count += std::round(k);
+  }
+  period_ = sum / count;
+  phase_ = points.back().second;  // index 0 = the newest pinned update
+  sigma_ = std::max(0.005 * period_, 2e5);
+  schedule_.locked = true;
+  schedule_.continuous = false;
+  const Record* prev = nullptr;
+  for (auto& r : records_) {
+    r.index.reset();
+    assign_index(r, prev);
+    prev = &r;
+  }
+  refit();
+}
+
+void CounterHistory::assign_index(Record& r, const Record* prev) const {
+  const bool stamps = schedule_.stamps_are_update_times.value_or(false);
+  std::int64_t idx;
+  if (stamps && r.stamp) {
+    idx = std::llround((static_cast<double>(*r.stamp) - phase_) / period_);
+  } else if (narrow(r)) {
+    idx = std::llround((0.5 * static_cast<double>(r.lo + r.hi) - phase_) / period_);
+  } else {
+    // The latest update scheduled by the first read of the value — unless the jitter leaves room
+    // for one more or one fewer: then the value decides, by the per-period energy each choice
+    // implies against the recent rate (a read that came late may have missed an early update).
+    const double hi = static_cast<double>(r.hi);
+    idx = static_cast<std::int64_t>(std::floor((hi - phase_) / period_));
+    const double per_period = prev != nullptr && prev->index ? recent_period_energy() : 0.0;
+    if (per_period > 0.0) {
+      const double spread = 3.0 * sigma_;
+      double best = 1e300;
+      std::int64_t choice = idx;
+      for (std::int64_t j = idx - 1; j <= idx + 1; ++j) {
+        if (j <= *prev->index) continue;
+        const double g = grid(static_cast<double>(j));
+        if (g - spread > hi || g + spread <= static_cast<double>(r.lo)) continue;  // impossible in time
+        const double implied = (r.value - prev->value) / static_cast<double>(j - *prev->index);
+        const double miss = std::abs(std::log(std::max(implied, 1e-9) / per_period));
+        if (miss < best) best = miss, choice = j;
+      }
+      idx = choice;
+    }
+  }
+  if (prev != nullptr && prev->index && idx <= *prev->index) idx = *prev->index + 1;
+  r.index = idx;
+}
+
+double CounterHistory::recent_period_energy() const {
+  // The mean increment per update over the last few consecutive indexed records.
+  double sum = 0;
+  int n = 0;
+  for (std::size_t k = records_.size(); k-- > 1 && n < 4;) {
+    const Record& a = records_[k - 1];
+    const Record& b = records_[k];
+    if (!a.index || !b.index || *b.index <= *a.index) break;
+    sum += (b.value - a.value) / static_cast<double>(*b.index - *a.index);
+    ++n;
+  }
+  return n > 0 ? sum / n : 0.0;
+}
+
+void CounterHistory::refit() {
+  const bool stamps = schedule_.stamps_are_update_times.value_or(false);
+  struct Point {
+    double j, m, var;
+  };
+  std::vector<Point> pts;
+  for (auto it = records_.rbegin(); it != records_.rend() && pts.size() < kFitPoints; ++it) {
+    if (!it->index) continue;
+    if (stamps && it->stamp) {
+      pts.push_back({static_cast<double>(*it->index), static_cast<double>(*it->stamp), 0.0});
+    } else if (!stamps && narrow(*it)) {
+      const double w = static_cast<double>(it->hi - it->lo);
+      pts.push_back({static_cast<double>(*it->index), 0.5 * static_cast<double>(it->hi + it->lo), w * w / 12.0});
+    }
+  }
+  if (pts.size() >= 2) {
+    // Weighted least squares of m = phase + j·period.
+    double sw = 0, sj = 0, sm = 0, sjj = 0, sjm = 0;
+    for (const auto& p : pts) {
+      const double w = 1.0 / (sigma_ * sigma_ + p.var + 1e6);
+      sw += w, sj += w * p.j, sm += w * p.m, sjj += w * p.j * p.j, sjm += w * p.j * p.m;
+    }
+    const double det = sw * sjj - sj * sj;
+    if (det > 0) {
+      const double period = (sw * sjm - sj * sm) / det;
+      const double phase = (sm - period * sj) / sw;
+      if (period > 0.5 * period_ && period < 1.5 * period_) period_ = period, phase_ = phase;
+    }
+    // Jitter: the residuals beyond what the brackets' own widths explain, shrunk toward the
+    // prior while few updates are known.
+    double ss = 0;
+    for (const auto& p : pts) {
+      const double r = p.m - grid(p.j);
+      ss += std::max(0.0, r * r - p.var);
+    }
+    const double n = static_cast<double>(pts.size());
+    const double prior = std::max(0.005 * period_, 2e5);
+    sigma_ = std::sqrt((ss + 2.0 * prior * prior) / (n + 2.0));
+    sigma_ = std::clamp(sigma_, 2e4, period_ / 10.0);
+    // A pinned update far off the schedule: the lock was wrong (or the device changed); relock.
+    for (const auto& p : pts)
+      if (std::abs(p.m - grid(p.j)) > period_ / 4.0) {
+        schedule_.locked = false;
+        for (auto& r : records_) r.index.reset();
+        try_lock();
+        return;
+      }
+  }
+  schedule_.period = std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(period_)));
+  schedule_.jitter = std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(sigma_)));
+  schedule_.fitted_updates = pts.size();
+  estimate_times();
+}
+
+void CounterHistory::estimate_times() {
+  // The recent records: older ones were estimated when they were recent and only pending
+  // window edges, which are recent, read them.
+  const std::size_t n = records_.size();
+  for (std::size_t i = n > 64 ? n - 64 : 0; i < n; ++i) records_[i].time = estimate(records_[i]);
+}
+
+std::int64_t CounterHistory::estimate(const Record& r) const {
+  const double lo = static_cast<double>(r.lo), hi = static_cast<double>(r.hi);
+  if (schedule_.stamps_are_update_times.value_or(false) && r.stamp)
+    return std::clamp(*r.stamp, r.lo + 1, r.hi);
+  if (!schedule_.locked || !r.index) {
+    // No schedule yet: the middle of a narrow bracket, else as if the value were current when
+    // first read (what a plain difference of reads assumes; no better guess is known).
+    return narrow(r) ? static_cast<std::int64_t>(0.5 * (lo + hi)) : r.hi;
+  }
+  // The schedule's prediction, truncated to the bracket.
+  const double mu = grid(static_cast<double>(*r.index));
+  double t = mu;
+  if (sigma_ > 0.0) {
+    const double a = (lo - mu) / sigma_, b = (hi - mu) / sigma_;
+    const double z = normal_cdf(b) - normal_cdf(a);
+    if (z > 1e-9) t = mu + sigma_ * (normal_pdf(a) - normal_pdf(b)) / z;
+  }
+  return std::clamp(static_cast<std::int64_t>(std::llround(t)), r.lo + 1, r.hi);
+}
+
+double CounterHistory::rate_before(std::size_t k) const {
+  // The average rate over the last few consecutive updates: the best guess of the next period's
+  // increment (one period's increment alone is a noisy sample of it).
+  constexpr std::size_t kSpan = 4;
+  std::size_t first = k;
+  while (first > 0 && k - first < kSpan) {
+    const Record& r = records_[first];
+    const Record& p = records_[first - 1];
+    const bool consecutive = (r.index && p.index) ? *r.index == *p.index + 1 : narrow(r) && narrow(p);
+    if (!consecutive || r.time <= p.time) break;
+    --first;
+  }
+  if (first < k) return (records_[k].value - records_[first].value) / static_cast<double>(records_[k].time - records_[first].time);
+  if (records_[k].power) return *records_[k].power / kNsPerS;
+  return 0.0;
+}
+
+std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const {
+  if (records_.empty() || t_ns < records_.front().time) return std::nullopt;
+  // The last update at or before t (times are non-decreasing).
+  auto it = std::upper_bound(records_.begin(), records_.end(), t_ns,
+                             [](std::int64_t t, const Record& r) { return t < r.time; });
+  const std::size_t k = static_cast<std::size_t>(it - records_.begin()) - 1;
+  const Record& r = records_[k];
+  if (k + 1 < records_.size()) {
+    const Record& next = records_[k + 1];
+    const double span = static_cast<double>(next.time - r.time);
+    const double frac = span > 0 ? static_cast<double>(t_ns - r.time) / span : 0.0;
+    return CounterEstimate{r.value + (next.value - r.value) * std::clamp(frac, 0.0, 1.0), true};
+  }
+  if (schedule_.continuous) return CounterEstimate{r.value, false};
+  // Extrapolate from the last update, at most one period (plus jitter): the counter cannot
+  // have counted longer without a new update, which a later read would show.
+  const double cap = (period_ > 0 ? period_ : static_cast<double>(nominal_.count())) + 3.0 * sigma_;
+  const double dt = std::min(static_cast<double>(t_ns - r.time), cap);
+  return CounterEstimate{r.value + rate_before(k) * std::max(0.0, dt), false};
+}
+
+bool CounterHistory::final_at(std::int64_t t_ns) const { return !records_.empty() && records_.back().time > t_ns; }
+
+std::optional<std::int64_t> CounterHistory::update_expected_after(std::int64_t t_ns) const {
+  if (!schedule_.locked || schedule_.continuous) return std::nullopt;
+  double j = std::ceil((static_cast<double>(t_ns) - 3.0 * sigma_ - phase_) / period_);
+  if (last_index() && j <= static_cast<double>(*last_index()) && records_.back().time <= t_ns)
+    j = static_cast<double>(*last_index()) + 1.0;
+  return static_cast<std::int64_t>(std::llround(grid(j) + 3.0 * sigma_));
+}
+
+std::optional<std::int64_t> CounterHistory::predicted_time(std::int64_t index) const {
+  if (!schedule_.locked || schedule_.continuous) return std::nullopt;
+  return static_cast<std::int64_t>(std::llround(grid(static_cast<double>(index))));
+}
+
+std::optional<std::int64_t> CounterHistory::last_index() const {
+  if (records_.empty()) return std::nullopt;
+  return records_.back().index;
+}
+
+std::optional<std::int64_t> CounterHistory::last_update_time() const {
+  if (records_.empty()) return std::nullopt;
+  return records_.back().time;
+}
+
+std::optional<std::int64_t> CounterHistory::last_read_time() const {
+  if (reads_ == 0) return std::nullopt;
+  return last_read_;
+}
+
+}  // namespace erg::measure
