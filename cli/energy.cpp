@@ -17,6 +17,7 @@ void add_energy_command(CLI::App& app, Context& ctx) {
     double duration = 0;
     std::vector<unsigned> gpus;
     std::vector<unsigned> cpus;
+    bool no_settle = false;
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_flag("--json", opts->json, "Print the result as one JSON object on stdout");
@@ -24,11 +25,14 @@ void add_energy_command(CLI::App& app, Context& ctx) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--gpus", opts->gpus, "GPUs to measure (erg indices); default all")->delimiter(',');
   cmd->add_option("--cpus", opts->cpus, "CPU packages to measure; default all available")->delimiter(',');
+  cmd->add_flag("--no-settle", opts->no_settle,
+                "Stop at once instead of waiting (at most one counter period, ~0.1 s) for the GPU counters' "
+                "next update; the last part is then extrapolated (extrapolated_s says how much)");
   cmd->callback([&ctx, opts] {
     StopSignals signals;  // before any thread starts
     auto inventory = ctx.discover();
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
-    auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus);
+    auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus, !opts->no_settle);
     const std::string window = "erg.energy";
     if (auto r = monitor->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
     if (!opts->json) std::cerr << "erg: measuring; press Ctrl-C to stop\n";

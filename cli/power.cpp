@@ -68,7 +68,8 @@ void add_power_command(CLI::App& app, Context& ctx) {
     const auto t0 = SteadyClock::instance().now();
     std::vector<unsigned> gpus = monitor.gpu_indices();
     std::vector<unsigned> cpus;
-    for (auto& c : inventory->cpus) cpus.push_back(c->index());
+    std::vector<bool> dram;
+    for (auto& c : inventory->cpus) cpus.push_back(c->index()), dram.push_back(c->capabilities().dram);
 
     auto collect = [&] {
       std::vector<Row> rows;
@@ -78,15 +79,17 @@ void add_power_command(CLI::App& app, Context& ctx) {
         if (auto l = inventory->gpus[g]->power_limit()) r.limit_w = Watts(*l).value();
         rows.push_back(r);
       }
-      for (unsigned c : cpus) {
+      // A device without a value yet (CPU power needs two energy readings) shows none: "-" on
+      // a terminal, an empty CSV cell, null in JSON — never 0 W.
+      for (std::size_t k = 0; k < cpus.size(); ++k) {
+        const unsigned c = cpus[k];
         Row r{"cpu" + std::to_string(c), std::nullopt, std::nullopt};
         if (auto p = monitor.cpu_power(c, measure::CpuDomain::kPackage)) r.watts = p->value();
         rows.push_back(r);
+        if (!dram[k]) continue;
         Row d{"dram" + std::to_string(c), std::nullopt, std::nullopt};
-        if (auto p = monitor.cpu_power(c, measure::CpuDomain::kDram)) {
-          d.watts = p->value();
-          rows.push_back(d);
-        }
+        if (auto p = monitor.cpu_power(c, measure::CpuDomain::kDram)) d.watts = p->value();
+        rows.push_back(d);
       }
       return rows;
     };

@@ -49,33 +49,42 @@ struct SignalForwarding {
   }
 };
 
-std::string timeline_csv(const measure::PowerMonitor& pm, std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) {
+/// The sampled power of every device from t0 to t1, sample-and-hold: a row at t0 with the power
+/// held then, every stored sample after it, and a row at t1 — so integrating each device's rows
+/// (each power held until the next row) gives its energy over the run, and a device whose power
+/// never changed still has its two rows.
+std::string timeline_csv(const measure::PowerMonitor& pm, const std::vector<unsigned>& cpus,
+                         std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) {
   std::ostringstream out;
   out << "time_s,device,domain,power_w\n";
   char buf[160];
-  for (unsigned g : pm.gpu_indices()) {
+  auto emit = [&](const std::string& device, const std::string& domain, const Result<Watts>& at_start,
+                  const Result<std::vector<measure::PowerPoint>>& points, const Result<Watts>& at_end) {
+    auto row = [&](std::chrono::nanoseconds t, double w) {
+      std::snprintf(buf, sizeof buf, "%.6f,%s,%s,%.3f\n", std::chrono::duration<double>(t - t0).count(),
+                    device.c_str(), domain.c_str(), w);
+      out << buf;
+    };
+    if (at_start) row(t0, at_start->value());
+    if (points)
+      for (const auto& p : *points) row(p.time, p.watts);
+    if (at_end) row(t1, at_end->value());
+  };
+  for (unsigned g : pm.gpu_indices())
     for (auto d : pm.domains()) {
-      auto points = pm.gpu_timeline(g, d, t0, t1);
-      if (!points) continue;
-      for (const auto& p : *points) {
-        std::snprintf(buf, sizeof buf, "%.6f,gpu%u,%s,%.3f\n", std::chrono::duration<double>(p.time - t0).count(), g,
-                      std::string(to_string(d)).c_str(), p.watts);
-        out << buf;
-      }
+      if (!pm.sampled(g, d)) continue;
+      emit("gpu" + std::to_string(g), std::string(to_string(d)), pm.gpu_power_at(g, d, t0),
+           pm.gpu_timeline(g, d, t0 + std::chrono::nanoseconds(1), t1 - std::chrono::nanoseconds(1)),
+           pm.gpu_power_at(g, d, t1));
     }
-  }
-  for (unsigned c = 0; c < 64; ++c) {
+  for (unsigned c : cpus)
     for (auto [domain, label] :
          {std::pair{measure::CpuDomain::kPackage, "package"}, std::pair{measure::CpuDomain::kDram, "dram"}}) {
-      auto points = pm.cpu_timeline(c, domain, t0, t1);
-      if (!points) continue;
-      for (const auto& p : *points) {
-        std::snprintf(buf, sizeof buf, "%.6f,cpu%u,%s,%.3f\n", std::chrono::duration<double>(p.time - t0).count(), c,
-                      label, p.watts);
-        out << buf;
-      }
+      if (!pm.cpu_power(c, domain) && pm.cpu_power(c, domain).error().code == ErrorCode::kNotFound) continue;
+      emit("cpu" + std::to_string(c), label, pm.cpu_power_at(c, domain, t0),
+           pm.cpu_timeline(c, domain, t0 + std::chrono::nanoseconds(1), t1 - std::chrono::nanoseconds(1)),
+           pm.cpu_power_at(c, domain, t1));
     }
-  }
   return out.str();
 }
 
@@ -90,6 +99,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     std::vector<unsigned> gpus;
     std::vector<unsigned> cpus;
     std::vector<std::string> command;
+    bool no_settle = false;
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_flag("--json", opts->json, "Print one JSON object to stdout (or --output)");
@@ -97,6 +107,9 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--timeline", opts->timeline, "Write the sampled power timeline to FILE.csv");
   cmd->add_option("--gpus", opts->gpus, "GPUs to measure (erg indices, e.g. 0,2); default all")->delimiter(',');
   cmd->add_option("--cpus", opts->cpus, "CPU packages to measure (e.g. 0); default all available")->delimiter(',');
+  cmd->add_flag("--no-settle", opts->no_settle,
+                "Return when the command exits instead of waiting (at most one counter period, ~0.1 s) for the "
+                "GPU counters' next update; the last part is then extrapolated (extrapolated_s says how much)");
   cmd->add_option("command", opts->command, "The command to run, after --")->required();
   cmd->footer("Exits with the command's exit code (128 + signal if it was killed). The summary goes to stderr.");
 
@@ -108,9 +121,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
 
     auto inventory = ctx.discover();
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
-    auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus);
+    auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus, !opts->no_settle);
 
     std::unique_ptr<measure::PowerMonitor> sampler;
+    std::vector<unsigned> timeline_cpus;
     if (!opts->timeline.empty()) {
       measure::PowerMonitorOptions po;
       po.gpu_indices = monitor->gpu_indices();
@@ -123,6 +137,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
       auto pm = measure::PowerMonitor::create(inventory->gpus, cpus, po);
       if (!pm) throw CliError{kExitFailure, pm.error().message};
       sampler = std::move(*pm);
+      for (const auto& c : cpus) timeline_cpus.push_back(c->index());
     }
 
     std::vector<char*> argv;
@@ -144,8 +159,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     g_child = 0;
-    auto measurement = monitor->end_window(window, false);
     auto t1 = SteadyClock::instance().now();
+    auto measurement = monitor->end_window(window, false);
     if (sampler) sampler->stop();
     if (!measurement) throw CliError{kExitFailure, measurement.error().message};
 
@@ -166,7 +181,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
       }
     }
     if (sampler) {
-      if (auto r = write_file_atomically(opts->timeline, timeline_csv(*sampler, t0, t1)); !r)
+      if (auto r = write_file_atomically(opts->timeline, timeline_csv(*sampler, timeline_cpus, t0, t1)); !r)
         throw CliError{kExitFailure, r.error().message};
     }
     std::cout.flush();

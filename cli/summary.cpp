@@ -32,6 +32,7 @@ json measurement_json(const measure::Measurement& m, const Inventory& inventory)
     e["avg_power_w"] = m.time.count() > 0 ? round6(g.energy.value() / m.time.count()) : 0.0;
     e["source"] = std::string(measure::to_string(g.source));
     e["short_window"] = g.short_window;
+    e["extrapolated_s"] = round6(g.extrapolated.count());
     e["affected"] = g.affected;
     if (g.error) e["error"] = g.error->message;
     j["gpus"].push_back(e);
@@ -105,8 +106,9 @@ Result<void> write_file_atomically(const std::string& path, const std::string& c
 
 std::unique_ptr<measure::EnergyMonitor> make_energy_monitor(const Inventory& inventory,
                                                             const std::vector<unsigned>& gpus,
-                                                            const std::vector<unsigned>& cpus) {
+                                                            const std::vector<unsigned>& cpus, bool settle) {
   measure::EnergyMonitorOptions options;
+  options.settle = settle;
   if (!gpus.empty()) options.gpu_indices = gpus;
   if (!cpus.empty()) options.cpu_indices = cpus;
   auto monitor = measure::EnergyMonitor::create(inventory.gpus, inventory.cpus, options);

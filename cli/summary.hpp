@@ -25,7 +25,7 @@ Result<void> write_file_atomically(const std::string& path, const std::string& c
 /// CliError (usage).
 std::unique_ptr<measure::EnergyMonitor> make_energy_monitor(const Inventory& inventory,
                                                             const std::vector<unsigned>& gpus,
-                                                            const std::vector<unsigned>& cpus);
+                                                            const std::vector<unsigned>& cpus, bool settle);
 /// Fails now, before any work, if `path` could not be written later.
 Result<void> check_writable(const std::string& path);
 

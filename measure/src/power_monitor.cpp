@@ -109,16 +109,18 @@ struct PowerMonitor::Impl {
 
   void run() {
     // Absolute deadlines on the steady clock so the rate does not drift with sampling cost.
+    // create() took the first round.
     auto next = std::chrono::steady_clock::now();
     std::unique_lock lock(stop_mu);
     while (!stopping) {
+      next += period;
+      const auto now = std::chrono::steady_clock::now();
+      if (next < now) next = now;  // fell behind: don't burst to catch up
+      stop_cv.wait_until(lock, next, [this] { return stopping; });
+      if (stopping) break;
       lock.unlock();
       sample_once();
       lock.lock();
-      next += period;
-      auto now = std::chrono::steady_clock::now();
-      if (next < now) next = now;  // fell behind: don't burst to catch up
-      stop_cv.wait_until(lock, next, [this] { return stopping; });
     }
   }
 
@@ -165,11 +167,25 @@ Result<std::vector<PowerPoint>> timeline_of(const Series& s, std::chrono::nanose
 }
 
 Result<Joules> energy_of(const Series& s, std::chrono::nanoseconds a, std::chrono::nanoseconds b,
-                         const std::string& what) {
+                         std::chrono::nanoseconds now, const std::string& what) {
+  if (b > now)
+    return fail(ErrorCode::kInvalidArgument,
+                "the interval for " + what + " ends " + std::to_string(std::chrono::duration<double>(b - now).count()) +
+                    " s in the future (no energy is reported for time not yet lived)");
   std::lock_guard lock(s.mu);
   auto e = s.timeline.energy(a, b);
-  if (!e) return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
+  if (!e) {
+    if (e.error().code == ErrorCode::kUnavailable) return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
+    return fail(e.error().code, what + ": " + e.error().message);
+  }
   return Joules(*e);
+}
+
+Result<Watts> power_at_of(const Series& s, std::chrono::nanoseconds t, const std::string& what) {
+  std::lock_guard lock(s.mu);
+  auto p = s.timeline.power_at(t);
+  if (!p) return fail(ErrorCode::kUnavailable, "no power sample at that time for " + what);
+  return Watts(*p);
 }
 
 }  // namespace
@@ -248,6 +264,8 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
   impl->domains = domains;
 
   std::unique_ptr<PowerMonitor> monitor(new PowerMonitor(std::move(impl)));
+  // The first round now: every timeline starts at creation.
+  if (options.start_thread) monitor->impl_->sample_once();
   if (options.start_thread) {
     Impl* raw = monitor->impl_.get();
     raw->thread = std::thread([raw] { raw->run(); });
@@ -308,7 +326,7 @@ Result<Joules> PowerMonitor::gpu_energy(unsigned gpu, PowerDomain domain, std::c
                                         std::chrono::nanoseconds end) const {
   auto s = impl_->gpu_series(gpu, domain);
   if (!s) return fail(s.error());
-  return energy_of(**s, start, end, "GPU " + std::to_string(gpu));
+  return energy_of(**s, start, end, impl_->clock->now(), "GPU " + std::to_string(gpu));
 }
 
 Result<Watts> PowerMonitor::cpu_power(unsigned cpu, CpuDomain domain,
@@ -330,7 +348,35 @@ Result<Joules> PowerMonitor::cpu_energy(unsigned cpu, CpuDomain domain, std::chr
                                         std::chrono::nanoseconds end) const {
   auto s = impl_->cpu_series(cpu, domain);
   if (!s) return fail(s.error());
-  return energy_of(**s, start, end, "CPU " + std::to_string(cpu));
+  return energy_of(**s, start, end, impl_->clock->now(), "CPU " + std::to_string(cpu));
+}
+
+Result<Watts> PowerMonitor::gpu_power_at(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds time) const {
+  auto s = impl_->gpu_series(gpu, domain);
+  if (!s) return fail(s.error());
+  return power_at_of(**s, time, "GPU " + std::to_string(gpu));
+}
+
+Result<Watts> PowerMonitor::cpu_power_at(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds time) const {
+  auto s = impl_->cpu_series(cpu, domain);
+  if (!s) return fail(s.error());
+  return power_at_of(**s, time, "CPU " + std::to_string(cpu));
+}
+
+std::size_t PowerMonitor::allocated_bytes() const {
+  std::size_t n = 0;
+  for (const auto& g : impl_->gpus)
+    for (const auto& [d, s] : g.series) {
+      std::lock_guard lock(s->mu);
+      n += s->timeline.allocated_bytes();
+    }
+  for (const auto& c : impl_->cpus)
+    for (const Series* s : {c.package.get(), c.dram.get()}) {
+      if (s == nullptr) continue;
+      std::lock_guard lock(s->mu);
+      n += s->timeline.allocated_bytes();
+    }
+  return n;
 }
 
 std::size_t PowerMonitor::stored_samples() const {

@@ -5,15 +5,23 @@
 
 namespace erg::measure {
 
-Timeline::Timeline(std::size_t capacity) : buf_(std::max<std::size_t>(capacity, 2)) {}
+Timeline::Timeline(std::size_t capacity) : capacity_(capacity == 0 ? 0 : std::max<std::size_t>(capacity, 2)) {}
 
 void Timeline::push(Sample s) {
-  if (size_ < buf_.size()) {
-    buf_[(head_ + size_) % buf_.size()] = s;
-    ++size_;
-  } else {
-    buf_[head_] = s;
-    head_ = (head_ + 1) % buf_.size();
+  const std::size_t slot = head_ + size_;
+  if (slot == chunks_.size() * kChunk) {
+    // Not value-initialized: only the pages the samples are written to become resident.
+    chunks_.push_back(std::unique_ptr<Sample[]>(new Sample[kChunk]));
+  }
+  chunks_[slot / kChunk][slot % kChunk] = s;
+  ++size_;
+  if (capacity_ != 0 && size_ > capacity_) {
+    ++head_;
+    --size_;
+    if (head_ == kChunk) {
+      chunks_.pop_front();
+      head_ = 0;
+    }
   }
 }
 
@@ -33,6 +41,7 @@ bool Timeline::add_power(std::chrono::nanoseconds t, double watts) {
 }
 
 void Timeline::add_energy(std::chrono::nanoseconds t, double joules) {
+  energy_series_ = true;
   if (size_ == 0) {
     push({t.count(), joules});
     last_power_ = 0.0;
@@ -68,22 +77,23 @@ std::size_t Timeline::upper_bound(std::int64_t t) const {
 }
 
 double Timeline::cumulative_at(std::int64_t t) const {
-  std::size_t ub = upper_bound(t);
-  if (ub == 0) {  // before the first sample: hold the first power backwards
-    const Sample& first = at(0);
-    return first.cum_j - power_of(0) * static_cast<double>(first.t_ns - t) * 1e-9;
-  }
-  const Sample& s = at(ub - 1);
-  return s.cum_j + power_of(ub - 1) * static_cast<double>(t - s.t_ns) * 1e-9;
+  const std::size_t ub = upper_bound(t);
+  const Sample& s = at(ub == 0 ? 0 : ub - 1);
+  return s.cum_j + power_of(ub == 0 ? 0 : ub - 1) * static_cast<double>(t - s.t_ns) * 1e-9;
+}
+
+std::optional<std::chrono::nanoseconds> Timeline::first_time() const {
+  if (size_ == 0) return std::nullopt;
+  return std::chrono::nanoseconds(at(0).t_ns);
 }
 
 std::optional<PowerPoint> Timeline::latest() const {
-  if (size_ == 0) return std::nullopt;
+  if (size_ == 0 || (energy_series_ && size_ < 2)) return std::nullopt;
   return PowerPoint{std::chrono::nanoseconds(at(size_ - 1).t_ns), last_power_};
 }
 
 std::optional<PowerPoint> Timeline::nearest(std::chrono::nanoseconds t) const {
-  if (size_ == 0) return std::nullopt;
+  if (size_ == 0 || (energy_series_ && size_ < 2)) return std::nullopt;
   std::size_t ub = upper_bound(t.count());
   std::size_t best;
   if (ub == 0) {
@@ -101,13 +111,27 @@ std::optional<PowerPoint> Timeline::nearest(std::chrono::nanoseconds t) const {
 std::vector<PowerPoint> Timeline::between(std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) const {
   std::vector<PowerPoint> out;
   if (size_ == 0 || t1 < t0) return out;
+  // An energy series' last sample has no power after it yet unless there are two.
+  const std::size_t n = energy_series_ && size_ < 2 ? 0 : size_;
   std::size_t i = upper_bound(t0.count() - 1);
-  for (; i < size_ && at(i).t_ns <= t1.count(); ++i) out.push_back({std::chrono::nanoseconds(at(i).t_ns), power_of(i)});
+  for (; i < n && at(i).t_ns <= t1.count(); ++i) out.push_back({std::chrono::nanoseconds(at(i).t_ns), power_of(i)});
   return out;
 }
 
-std::optional<double> Timeline::energy(std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) const {
-  if (size_ == 0) return std::nullopt;
+std::optional<double> Timeline::power_at(std::chrono::nanoseconds t) const {
+  if (size_ == 0 || (energy_series_ && size_ < 2)) return std::nullopt;
+  const std::size_t ub = upper_bound(t.count());
+  if (ub == 0) return std::nullopt;
+  return power_of(ub - 1);
+}
+
+Result<double> Timeline::energy(std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) const {
+  if (size_ == 0) return fail(ErrorCode::kUnavailable, "no sample yet");
+  if (t0.count() < at(0).t_ns)
+    return fail(ErrorCode::kInvalidArgument,
+                "the interval starts " +
+                    std::to_string(static_cast<double>(at(0).t_ns - t0.count()) * 1e-9).substr(0, 8) +
+                    " s before the oldest sample kept (nothing is extrapolated)");
   if (t1 <= t0) return 0.0;
   return std::max(0.0, cumulative_at(t1.count()) - cumulative_at(t0.count()));
 }

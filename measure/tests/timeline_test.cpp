@@ -18,8 +18,11 @@ TEST(Timeline, ConstantPowerIntegratesToPowerTimesTimeEvenWithOneSample) {
   // ...but the energy over any window is still power × time (Zeus returns 0 J here).
   EXPECT_DOUBLE_EQ(*t.energy(seconds(10), seconds(11)), 100.0);
   EXPECT_DOUBLE_EQ(*t.energy(milliseconds(10'250), milliseconds(10'750)), 50.0);
-  // Before the first sample the first power is held backwards.
-  EXPECT_DOUBLE_EQ(*t.energy(seconds(9), seconds(10)), 100.0);
+  // Before the first sample there is no data: an error, never the first power held backwards.
+  auto before = t.energy(seconds(9), seconds(10));
+  ASSERT_FALSE(before);
+  EXPECT_EQ(before.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(before.error().message.find("before the oldest sample"), std::string::npos);
 }
 
 TEST(Timeline, HoldLastPiecewiseExact) {
@@ -60,12 +63,47 @@ TEST(Timeline, BoundedAndStillCorrectForRecentWindows) {
   EXPECT_NEAR(*t.energy(seconds(95), seconds(97)), 300.0, 1e-6);
 }
 
-TEST(Timeline, EnergyReadingsGivePower) {
+TEST(Timeline, EnergyReadingsGivePowerFromTheSecondOn) {
   Timeline t(8);
   t.add_energy(seconds(0), 1000.0);
+  // One energy reading is no power yet (erg power shows none rather than 0 W).
+  EXPECT_FALSE(t.latest());
+  EXPECT_FALSE(t.nearest(seconds(0)));
+  EXPECT_FALSE(t.power_at(seconds(1)));
+  EXPECT_TRUE(t.between(seconds(0), seconds(1)).empty());
   t.add_energy(seconds(2), 1300.0);
   EXPECT_NEAR(t.latest()->watts, 150.0, 1e-9);
+  EXPECT_NEAR(*t.power_at(seconds(1)), 150.0, 1e-9);
   EXPECT_NEAR(*t.energy(seconds(0), seconds(2)), 300.0, 1e-9);
+}
+
+TEST(Timeline, UnboundedStorageGrowsInChunksOfSixteenBytesASample) {
+  Timeline t;  // unbounded (the default)
+  EXPECT_EQ(t.capacity(), 0u);
+  EXPECT_EQ(t.allocated_bytes(), 0u) << "nothing before the first sample";
+  const std::size_t n = 3 * Timeline::kChunk + 17;
+  for (std::size_t i = 0; i < n; ++i) t.add_power(milliseconds(static_cast<long>(i)), static_cast<double>(i % 7));
+  EXPECT_EQ(t.size(), n);
+  EXPECT_EQ(t.allocated_bytes(), 4 * Timeline::kChunk * Timeline::kBytesPerSample);
+  EXPECT_LE(static_cast<double>(t.allocated_bytes()) / static_cast<double>(n), 16.0 * 1.34);
+  // Every sample is still there: the energy over the whole span is the exact hold-last sum.
+  double want = 0;
+  for (std::size_t i = 0; i + 1 < n; ++i) want += static_cast<double>(i % 7) * 1e-3;
+  EXPECT_NEAR(*t.energy(milliseconds(0), milliseconds(static_cast<long>(n - 1))), want, 1e-9);
+}
+
+TEST(Timeline, ACapacityDropsTheOldestAcrossChunks) {
+  const std::size_t cap = Timeline::kChunk + 100;
+  Timeline t(cap);
+  const std::size_t n = 5 * Timeline::kChunk;
+  for (std::size_t i = 0; i < n; ++i) t.add_power(milliseconds(static_cast<long>(i)), static_cast<double>(i % 3 + 1));
+  EXPECT_EQ(t.size(), cap);
+  EXPECT_LE(t.allocated_bytes(), 3 * Timeline::kChunk * Timeline::kBytesPerSample) << "old chunks are freed";
+  EXPECT_EQ(*t.first_time(), milliseconds(static_cast<long>(n - cap)));
+  EXPECT_FALSE(t.energy(milliseconds(0), milliseconds(10))) << "dropped data is not invented";
+  double want = 0;
+  for (std::size_t i = n - 10; i + 1 < n; ++i) want += static_cast<double>(i % 3 + 1) * 1e-3;
+  EXPECT_NEAR(*t.energy(milliseconds(static_cast<long>(n - 10)), milliseconds(static_cast<long>(n - 1))), want, 1e-9);
 }
 
 }  // namespace

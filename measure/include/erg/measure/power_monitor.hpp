@@ -3,9 +3,11 @@
 /// energy deltas) with bounded, queryable timelines (Zeus's PowerMonitor, reference/zeus.md
 /// §1.2, but one native thread instead of one spawned process per domain).
 ///
-/// RAII: sampling starts in create() and stops (the thread is joined) in stop() or the
-/// destructor. Move-only through unique_ptr. Queries are thread-safe and O(log n) in the
-/// number of stored samples. A device that fails (NVML error, GPU lost) is recorded in
+/// RAII: sampling starts in create() — which takes the first round of samples itself, so the
+/// timelines start at creation — and stops (the thread is joined) in stop() or the destructor.
+/// Move-only through unique_ptr. Queries are thread-safe and O(log n) in the number of stored
+/// samples. They never extrapolate: an interval that starts before the oldest retained sample
+/// or ends after now is an error. A device that fails (NVML error, GPU lost) is recorded in
 /// errors() and skipped; the others keep being sampled.
 
 #include <chrono>
@@ -38,10 +40,9 @@ struct PowerMonitorOptions {
   /// Sampling period. nullopt = inferred: half the fastest GPU model's update period, at most
   /// 100 ms (as Zeus; sampling twice per update sees every change).
   std::optional<std::chrono::microseconds> period;
-  /// Samples kept per device per domain (16 bytes each). Default: 1 hour at 1 kHz would be
-  /// 57.6 MB per series, so the default keeps 2^18 (≈ 4 MB), about 4 minutes at 1 kHz or
-  /// 7 hours at 10 Hz after deduplication.
-  std::size_t max_samples = std::size_t{1} << 18;
+  /// Samples kept per device per domain (16 bytes each, storage growing as they come); 0 (the
+  /// default, as Zeus) keeps every sample; otherwise the oldest are dropped beyond it.
+  std::size_t max_samples = 0;
   /// Time source for sample timestamps; nullptr = the steady clock. Must outlive the monitor.
   const Clock* clock = nullptr;
   /// Start the background thread. Tests on a virtual clock set false and call sample_once().
@@ -90,7 +91,8 @@ class PowerMonitor {
   Result<std::vector<PowerPoint>> gpu_timeline(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds start,
                                                std::chrono::nanoseconds end) const;
   /// Energy of `gpu` from `start` to `end`, integrating the timeline with hold-last (power
-  /// between samples is the earlier sample's; the last sample is held to `end`).
+  /// between samples is the earlier sample's; the last sample is held to `end`). InvalidArgument
+  /// when `start` is before the oldest retained sample or `end` is later than now.
   Result<Joules> gpu_energy(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds start,
                             std::chrono::nanoseconds end) const;
 
@@ -103,6 +105,12 @@ class PowerMonitor {
 
   /// Samples stored over all series (for memory accounting).
   [[nodiscard]] std::size_t stored_samples() const;
+  /// Bytes the series' storage holds (allocated chunks) over all series.
+  [[nodiscard]] std::size_t allocated_bytes() const;
+  /// The power held by `gpu`'s (or a CPU's) series at `time`: the reading at or before it;
+  /// NotFound / Unavailable as gpu_power.
+  Result<Watts> gpu_power_at(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds time) const;
+  Result<Watts> cpu_power_at(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds time) const;
 
  private:
   struct Impl;
