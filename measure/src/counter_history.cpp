@@ -255,9 +255,13 @@ std::int64_t CounterHistory::estimate(const Record& r) const {
   if (schedule_.stamps_are_update_times.value_or(false) && r.stamp)
     return std::clamp(*r.stamp, r.lo + 1, r.hi);
   if (!schedule_.locked || !r.index) {
-    // No schedule yet: the middle of a narrow bracket, else as if the value were current when
-    // first read (what a plain difference of reads assumes; no better guess is known).
-    return narrow(r) ? static_cast<std::int64_t>(0.5 * (lo + hi)) : r.hi;
+    // No schedule yet: the middle of a narrow bracket; else, the update lies anywhere in the
+    // last nominal period before the first read, so half of it before (the extrapolation at the
+    // read's power then carries the value to any instant; a plain difference would instead give
+    // a window inside one period 0 J or a whole period's energy).
+    if (narrow(r)) return static_cast<std::int64_t>(0.5 * (lo + hi));
+    const double half = 0.5 * static_cast<double>(nominal_.count());
+    return std::clamp(static_cast<std::int64_t>(hi - std::min(half, 0.5 * (hi - lo))), r.lo + 1, r.hi);
   }
   // The schedule's prediction, truncated to the bracket.
   const double mu = grid(static_cast<double>(*r.index));

@@ -74,15 +74,23 @@ TEST(CounterHistory, LocksOnDenseReadsAndInterpolatesExactly) {
   }
 }
 
-TEST(CounterHistory, PlainDifferencesBeforeTheScheduleIsKnown) {
-  // Before a lock nothing is assumed about the updates: a value counts from when it was read.
+TEST(CounterHistory, BeforeTheScheduleIsKnownAValueIsHalfAPeriodOld) {
+  // Before a lock, a value first read at r was produced somewhere in the nominal period before r:
+  // half a period before on average, and the power read with it carries it forward. A window
+  // inside one period then measures power × time, where a plain difference gives 0.
   Counter c;
   CounterHistory h;
-  h.add(c.read(1000 * kMs));
-  h.add(c.read(2000 * kMs));
+  auto read = [&](double t) {
+    CounterRead r = c.read(t);
+    r.power = 300.0;  // W = mJ/ms: what the driver reads with the value
+    h.add(r);
+  };
+  read(1000 * kMs);
+  read(1030 * kMs);  // no update in between (the counter updates at 1037 ms)
   EXPECT_FALSE(h.schedule().locked);
-  EXPECT_DOUBLE_EQ(h.value_at(static_cast<std::int64_t>(1000 * kMs))->value, c.shown(1000 * kMs));
-  EXPECT_DOUBLE_EQ(h.value_at(static_cast<std::int64_t>(2000 * kMs))->value, c.shown(2000 * kMs));
+  const double span = h.value_at(static_cast<std::int64_t>(1030 * kMs))->value -
+                      h.value_at(static_cast<std::int64_t>(1000 * kMs))->value;
+  EXPECT_NEAR(span, c.truth(1030 * kMs) - c.truth(1000 * kMs), 1e-6);
 }
 
 TEST(CounterHistory, ExtrapolatesAtMostOnePeriodAtTheRecentRate) {

@@ -21,9 +21,15 @@ class EnergyMonitor(_core.EnergyMonitor):
         approx_instant_energy: for a GPU whose counter did not move, report instant power x time.
         sync_execution_with: "torch", "jax", "cupy", a callable ``f(gpu_indices)``, or None (no
             synchronization; the default). "torch" without CUDA raises UnavailableError.
-        extrapolate_counters: correct for the age of ~100 ms GPU energy counters at each edge
-            (more accurate for short windows). False gives plain counter differences, as Zeus.
+        extrapolate_counters: estimate each GPU counter's value at the edge instant (it updates
+            only every ~100 ms): exact to the sensor at the begin edge, extrapolated at the end
+            edge unless ``settle``. False gives plain counter differences, as Zeus.
         log_file: append one CSV row per ended window.
+        settle: ``end_window`` waits (at most one counter period, ~0.1 s) for every GPU counter's
+            next update, so the end edge is exact too. Off (the default), the span past the
+            last update is extrapolated and ``Measurement.gpu_extrapolated`` says how long it is.
+        follow_counters: read the GPU counters in a native background thread (a few reads per
+            update period) so begin edges become exact and the update schedule stays learned.
 
     ``begin_window(name, sync_execution=True, restart=False)`` and ``end_window(name,
     sync_execution=True, cancel=False)`` are the native methods themselves (no Python frame in
@@ -40,6 +46,8 @@ class EnergyMonitor(_core.EnergyMonitor):
         sync_execution_with: SyncWith = None,
         extrapolate_counters: bool = True,
         log_file: Optional[str] = None,
+        settle: bool = False,
+        follow_counters: bool = True,
     ) -> None:
         super().__init__(
             _env.inventory(),
@@ -49,6 +57,8 @@ class EnergyMonitor(_core.EnergyMonitor):
             extrapolate_counters,
             str(log_file) if log_file is not None else None,
             make_sync(sync_execution_with),
+            settle,
+            follow_counters,
         )
 
     def window(

@@ -28,7 +28,7 @@ class PowerMonitor:
         domains: Optional[Sequence[str]] = None,
         cpus: bool = True,
         period: Optional[float] = None,
-        max_samples: int = 1 << 18,
+        max_samples: int = 0,
     ) -> None:
         self._p = _core.PowerMonitor(
             _env.inventory(),

@@ -358,6 +358,12 @@ PYBIND11_MODULE(_core, m) {
                                  if (g.short_window) out.push_back(g.index);
                                return out;
                              })
+      .def_property_readonly("gpu_extrapolated",
+                             [](const Measurement& x) {
+                               py::dict d;
+                               for (const auto& g : x.gpus) d[py::int_(g.index)] = g.extrapolated.count();
+                               return d;
+                             })
       .def_property_readonly("gpu_sources",
                              [](const Measurement& x) {
                                py::dict d;
@@ -386,12 +392,14 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init([](const PyInventory& inv, std::optional<std::vector<unsigned>> gpu_indices,
                        std::optional<std::vector<unsigned>> cpu_indices, bool approx_instant_energy,
                        bool extrapolate_counters, std::optional<std::filesystem::path> log_file,
-                       std::optional<py::function> sync) {
+                       std::optional<py::function> sync, bool settle, bool follow_counters) {
              erg::measure::EnergyMonitorOptions o;
              o.gpu_indices = std::move(gpu_indices);
              o.cpu_indices = std::move(cpu_indices);
              o.approx_instant_energy = approx_instant_energy;
              o.extrapolate_counters = extrapolate_counters;
+             o.settle = settle;
+             o.follow_counters = follow_counters;
              o.log_file = std::move(log_file);
              if (sync) {
                // Called from begin/end_window with the GIL released: take it for the callable.
@@ -414,7 +422,23 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("inventory"), py::arg("gpu_indices") = py::none(), py::arg("cpu_indices") = py::none(),
            py::arg("approx_instant_energy") = false, py::arg("extrapolate_counters") = true,
-           py::arg("log_file") = py::none(), py::arg("sync") = py::none())
+           py::arg("log_file") = py::none(), py::arg("sync") = py::none(), py::arg("settle") = false,
+           py::arg("follow_counters") = true)
+      .def(
+          "counter_schedule",
+          [](const EnergyMonitor& mon, unsigned gpu) {
+            const auto s = unwrap(mon.counter_schedule(gpu));
+            py::dict d;
+            d["locked"] = s.locked;
+            d["continuous"] = s.continuous;
+            d["stamps_are_update_times"] =
+                s.stamps_are_update_times ? py::object(py::bool_(*s.stamps_are_update_times)) : py::object(py::none());
+            d["period"] = seconds(s.period);
+            d["jitter"] = seconds(s.jitter);
+            d["fitted_updates"] = s.fitted_updates;
+            return d;
+          },
+          py::arg("gpu"))
       .def(
           "cancel_window", [](EnergyMonitor& mon, const std::string& name) { unwrap(mon.cancel_window(name)); },
           py::arg("name"), py::call_guard<py::gil_scoped_release>())
@@ -450,7 +474,7 @@ PYBIND11_MODULE(_core, m) {
                  inv.inv.gpus, cpus ? inv.inv.cpus : std::vector<std::shared_ptr<erg::Cpu>>{}, std::move(o)));
            }),
            py::arg("inventory"), py::arg("gpu_indices") = py::none(), py::arg("domains") = std::vector<std::string>{},
-           py::arg("cpus") = true, py::arg("period") = py::none(), py::arg("max_samples") = std::size_t{1} << 18)
+           py::arg("cpus") = true, py::arg("period") = py::none(), py::arg("max_samples") = std::size_t{0})
       .def("stop", &PowerMonitor::stop, py::call_guard<py::gil_scoped_release>())
       .def("sample_once", &PowerMonitor::sample_once, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("period",
@@ -570,7 +594,36 @@ PYBIND11_MODULE(_core, m) {
             unwrap(mach.set_cpu_power(cpu, erg::Watts(package), erg::Watts(dram)));
           },
           py::arg("cpu"), py::arg("package"), py::arg("dram"))
+      .def(
+          "set_load",
+          [](Machine& mach, unsigned gpu, double util, double step, double ripple_depth, double ripple_duty) {
+            unwrap(mach.set_load(gpu, erg::sim::Load{util, nanos(step), ripple_depth, ripple_duty}));
+          },
+          py::arg("gpu"), py::arg("utilization"), py::arg("step") = 0.0, py::arg("ripple_depth") = 0.0,
+          py::arg("ripple_duty") = 0.2)
+      .def(
+          "set_training_load",
+          [](Machine& mach, unsigned gpu, double util) {
+            unwrap(mach.set_load(gpu, erg::sim::Load::training(util)));
+          },
+          py::arg("gpu"), py::arg("utilization") = 1.0)
       .def("true_energy", [](Machine& mach, unsigned gpu) { return unwrap(mach.true_energy(gpu)).value(); })
+      .def(
+          "sensor_energy_at",
+          [](Machine& mach, unsigned gpu, double t) { return unwrap(mach.sensor_energy_at(gpu, nanos(t))).value(); },
+          py::arg("gpu"), py::arg("time"))
+      .def("sensor_info",
+           [](Machine& mach, unsigned gpu) {
+             const auto i = unwrap(mach.sensor_info(gpu));
+             py::dict d;
+             d["energy_period"] = seconds(i.energy_period);
+             d["power_period"] = seconds(i.power_period);
+             d["jitter"] = seconds(i.jitter);
+             d["gain"] = i.gain;
+             d["partial_sampling"] = i.partial_sampling;
+             return d;
+           })
+      .def("mean_power", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).mean_power.value(); })
       .def("true_cpu_energy", [](Machine& mach, unsigned cpu) { return unwrap(mach.true_cpu_energy(cpu)).value(); })
       .def("true_dram_energy", [](Machine& mach, unsigned cpu) { return unwrap(mach.true_dram_energy(cpu)).value(); })
       .def("power", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).power.value(); })

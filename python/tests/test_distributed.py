@@ -19,16 +19,18 @@ RANK = textwrap.dedent("""
     machine = erg.sim.current()             # attached through ERG_SIM_STATE: the parent's machine
     machine.set_utilization(rank, 1.0 if rank == 0 else 0.5)
     time.sleep(0.2)
-    mon = erg.EnergyMonitor(gpu_indices=[rank], cpu_indices=[])
+    mon = erg.EnergyMonitor(gpu_indices=[rank], cpu_indices=[], settle=True)
     dist.barrier()
-    t0 = machine.true_energy(rank)
-    with mon.window("step") as w:
-        time.sleep(0.3 + 0.2 * rank)       # rank 1 is slower
-    t1 = machine.true_energy(rank)
-    agg = erg.distributed.aggregate(w.measurement)
+    t0 = machine.now()
+    mon.begin_window("step")
+    time.sleep(0.3 + 0.2 * rank)           # rank 1 is slower
+    t1 = machine.now()
+    w = mon.end_window("step")             # settled: the counter updated after t1
+    truth = machine.sensor_energy_at(rank, t1) - machine.sensor_energy_at(rank, t0)
+    agg = erg.distributed.aggregate(w)
     machine.set_utilization(rank, 0.0)
     print(json.dumps({"rank": rank, "own_time": w.time, "own_energy": w.gpu_energy_total,
-                      "truth": t1 - t0, "agg": {"time": agg.time, "gpu_energy": agg.gpu_energy,
+                      "truth": truth, "agg": {"time": agg.time, "gpu_energy": agg.gpu_energy,
                       "world_size": agg.world_size}}))
     dist.destroy_process_group()
 """)
@@ -60,6 +62,7 @@ def test_two_rank_gloo_aggregation(machine, tmp_path):
         assert r["agg"]["world_size"] == 2
         assert r["agg"]["time"] == pytest.approx(max(r0["own_time"], r1["own_time"]))
         assert r["agg"]["gpu_energy"] == pytest.approx(r0["own_energy"] + r1["own_energy"])
-        # 0.5 % plus 2 J: the truth is read from Python around the window (ms on a loaded CI box)
+        # 0.5 % plus 2 J of the sensor's energy: the edge instants are read from Python just before
+        # each edge call (ms on a loaded CI box)
         assert abs(r["own_energy"] - r["truth"]) <= 5e-3 * r["truth"] + 2.0, r
     assert r1["own_time"] > r0["own_time"]

@@ -71,6 +71,9 @@ class ZeusMonitor:
             approx_instant_energy,
             False,  # extrapolate_counters: plain counter differences, as Zeus
             None,
+            None,  # sync: done here, with Zeus's timing
+            False,  # settle: end_window returns at once, as Zeus
+            False,  # follow_counters: no background reads (Zeus reads only at the edges)
         )
         self.gpu_indices: List[int] = list(self._m.gpu_indices)
         self.cpu_indices: List[int] = list(self._m.cpu_indices)
@@ -175,7 +178,7 @@ class PowerMonitor:
         domains = [] if power_domains is None else list(dict.fromkeys(PowerDomain(d).value for d in power_domains))
         self._p = _core.PowerMonitor(
             _env.inventory(), list(gpu_indices) if gpu_indices is not None else None, domains, False,
-            update_period, max_samples_per_gpu or (1 << 18),
+            update_period, max_samples_per_gpu or 0,
         )
         self.gpu_indices: List[int] = list(self._p.gpu_indices)
         self.update_period: float = self._p.period
