@@ -86,6 +86,8 @@ Error read_error(const std::filesystem::path& path, int err) {
   switch (err) {
     case ENOENT:
     case ENOTDIR: return Error{ErrorCode::kNotFound, "cannot read " + path.string() + ": no such file"};
+    case ENODEV:  // what a kept-open sysfs attribute reads after its zone was removed
+      return Error{ErrorCode::kNotFound, "cannot read " + path.string() + ": no such device (the zone was removed)"};
     case EACCES:
     case EPERM: return Error{ErrorCode::kNoPermission, permission_message(path)};
     case ENODATA:
@@ -97,7 +99,6 @@ Error read_error(const std::filesystem::path& path, int err) {
 }
 
 Result<std::string> PosixSysfsReader::read(const std::filesystem::path& path) const {
-  // Opened for each read and closed at once; see the class comment for why.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return fail(read_error(path, errno));
   constexpr std::size_t kMaxBytes = 4096;
@@ -116,6 +117,58 @@ Result<std::string> PosixSysfsReader::read(const std::filesystem::path& path) co
   }
   ::close(fd);
   return content;
+}
+
+namespace {
+
+/// SysfsReader::open's default: every read goes through the reader.
+class ReaderFile final : public SysfsFile {
+ public:
+  ReaderFile(const SysfsReader& reader, std::filesystem::path path) : reader_(reader), path_(std::move(path)) {}
+  Result<std::uint64_t> read_energy() override { return read_energy_file(reader_, path_); }
+
+ private:
+  const SysfsReader& reader_;
+  std::filesystem::path path_;
+};
+
+/// A descriptor kept open, read with pread from offset 0.
+class PosixSysfsFile final : public SysfsFile {
+ public:
+  PosixSysfsFile(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixSysfsFile() override { ::close(fd_); }
+  PosixSysfsFile(const PosixSysfsFile&) = delete;
+  PosixSysfsFile& operator=(const PosixSysfsFile&) = delete;
+
+  Result<std::uint64_t> read_energy() override {
+    // An energy value is at most 20 digits and a newline (a simulated tree pads it to the range's
+    // width); more than fits here is not an energy file.
+    char buffer[64];
+    ssize_t n;
+    do {
+      n = ::pread(fd_, buffer, sizeof buffer, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return fail(read_error(path_, errno));
+    auto value = parse_energy_uj(std::string_view(buffer, static_cast<std::size_t>(n)));
+    if (!value) return fail(ErrorCode::kIo, "malformed " + path_.string() + ": " + value.error().message);
+    return *value;
+  }
+
+ private:
+  int fd_;
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SysfsFile>> SysfsReader::open(const std::filesystem::path& path) const {
+  return std::unique_ptr<SysfsFile>(new ReaderFile(*this, path));
+}
+
+Result<std::unique_ptr<SysfsFile>> PosixSysfsReader::open(const std::filesystem::path& path) const {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(read_error(path, errno));
+  return std::unique_ptr<SysfsFile>(new PosixSysfsFile(fd, path));
 }
 
 std::shared_ptr<const SysfsReader> default_reader() {

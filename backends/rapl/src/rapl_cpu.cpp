@@ -9,6 +9,7 @@ struct RaplCpu::State {
   struct Domain {
     RaplDomain where;
     std::filesystem::path energy_file;
+    std::unique_ptr<SysfsFile> file;  // kept open between reads; reopened after an error
     WrapAccumulator counter;
     std::chrono::nanoseconds last_read{0};
 
@@ -33,8 +34,17 @@ struct RaplCpu::State {
   // Reads one domain and feeds its accumulator; the caller holds `mutex`. The time since the
   // previous read of this domain lets the accumulator infer wraps the raw values cannot show.
   Result<std::uint64_t> read(Domain& domain) {
-    auto raw = read_energy_file(*reader, domain.energy_file);
-    if (!raw) return fail(raw.error());
+    if (!domain.file) {
+      auto opened = reader->open(domain.energy_file);
+      if (!opened) return fail(opened.error());
+      domain.file = std::move(*opened);
+    }
+    auto raw = domain.file->read_energy();
+    if (!raw) {
+      // The zone may have gone (a removed sysfs attribute reads as ENODEV): open it anew next time.
+      domain.file.reset();
+      return fail(raw.error());
+    }
     const auto now = clock->now();
     const auto elapsed = domain.counter.has_baseline() ? now - domain.last_read : std::chrono::nanoseconds(0);
     domain.last_read = now;

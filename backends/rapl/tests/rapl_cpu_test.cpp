@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <fstream>
 #include <cerrno>
 #include <chrono>
 #include <map>
@@ -148,8 +151,38 @@ TEST_F(RaplCpuTest, NoDramDomainIsNotSupported) {
   EXPECT_FALSE((*cpu)->dram_stats());
 }
 
+/// Real sysfs semantics for kept-open files on a plain filesystem: kernfs answers ENODEV to a
+/// read of an attribute whose zone was removed (a tmpfs file stays readable when unlinked).
+class KernfsLikeReader final : public SysfsReader {
+ public:
+  [[nodiscard]] Result<std::string> read(const std::filesystem::path& path) const override {
+    return PosixSysfsReader().read(path);
+  }
+  [[nodiscard]] Result<std::unique_ptr<SysfsFile>> open(const std::filesystem::path& path) const override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return fail(read_error(path, errno));
+    auto inner = PosixSysfsReader().open(path);
+    if (!inner) return fail(inner.error());
+    struct File final : SysfsFile {
+      std::unique_ptr<SysfsFile> inner;
+      std::filesystem::path path;
+      ino_t ino;
+      Result<std::uint64_t> read_energy() override {
+        struct stat now {};
+        if (::stat(path.c_str(), &now) != 0 || now.st_ino != ino) return fail(read_error(path, ENODEV));
+        return inner->read_energy();
+      }
+    };
+    auto f = std::make_unique<File>();
+    f->inner = std::move(*inner);
+    f->path = path;
+    f->ino = st.st_ino;
+    return std::unique_ptr<SysfsFile>(std::move(f));
+  }
+};
+
 TEST_F(RaplCpuTest, VanishedFileIsNotFoundAndTotalKept) {
-  auto cpu = make();
+  auto cpu = make(true, kDefaultMaxPower, std::make_shared<KernfsLikeReader>());
   ASSERT_TRUE(cpu);
   set_pkg(1000);
   EXPECT_EQ(uj((*cpu)->package_energy()), 1000.0);
@@ -217,10 +250,39 @@ TEST_F(RaplCpuTest, LaterErrorsKeepTheirCode) {
   EXPECT_FALSE((*cpu)->refresh());
 }
 
+/// Descriptors of this process open on `file`.
+int open_descriptors_on(const std::filesystem::path& file) {
+  int n = 0;
+  std::error_code ec;
+  const auto target = std::filesystem::canonical(file, ec);
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code ec2;
+    if (std::filesystem::read_symlink(e.path(), ec2) == target) ++n;
+  }
+  return n;
+}
+
+TEST_F(RaplCpuTest, KeepsEachEnergyFileOpenAndSeesInPlaceUpdates) {
+  auto cpu = make();  // the real reader: PosixSysfsReader
+  ASSERT_TRUE(cpu);
+  const auto pkg = tree_.zone_dir(0) / "energy_uj";
+  EXPECT_EQ(open_descriptors_on(pkg), 1) << "one descriptor, kept open";
+  EXPECT_EQ(open_descriptors_on(tree_.zone_dir(0, 0) / "energy_uj"), 1);
+  for (std::uint64_t raw = 0; raw < 200000; raw += 1000) {
+    set_pkg(raw);  // rewritten in place, as sysfs content changes
+    EXPECT_EQ(uj((*cpu)->package_energy()), static_cast<double>(raw));
+  }
+  EXPECT_EQ(open_descriptors_on(pkg), 1) << "reads reuse it (no open per read)";
+}
+
 TEST_F(RaplCpuTest, MalformedContentIsIo) {
   auto cpu = make();
   ASSERT_TRUE(cpu);
-  ASSERT_TRUE(erg::write_file_atomic(tree_.zone_dir(0) / "energy_uj", "oops\n", 0444));
+  {
+    // In place, as sysfs content changes (the descriptor RaplCpu keeps open sees it).
+    std::ofstream f(tree_.zone_dir(0) / "energy_uj", std::ios::trunc);
+    f << "oops\n";
+  }
   auto r = (*cpu)->package_energy();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kIo);
