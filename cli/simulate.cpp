@@ -1,8 +1,9 @@
 // `erg simulate ...`: drives the simulated machine (the one named by --simulate or inherited
 // through ERG_SIM_STATE), so measured figures are real model figures, not idle ones.
 //
-//   erg simulate load --gpus 0,1 --util 0.8 --seconds 3
-//   erg simulate load --profile steps.json   {"steps": [{"seconds": 1, "util": 0.5, "gpus": [0]}, ...]}
+//   erg simulate load --gpus 0,1 --util 0.8 --seconds 3 [--step-ms 230 --ripple 0.35 --duty 0.2]
+//   erg simulate load --profile steps.json
+//     {"steps": [{"seconds": 1, "util": 0.5, "gpus": [0], "step_ms": 230, "ripple": 0.35, "duty": 0.2}, ...]}
 
 #include <fstream>
 #include <iostream>
@@ -20,7 +21,17 @@ struct LoadStep {
   double seconds = 0;
   double util = 0;
   std::vector<unsigned> gpus;  // empty = all
+  double step_ms = 0;          // the workload's step period (ripple); 0 = steady
+  double ripple = 0;           // activity lost in the low part of each step
+  double duty = 0.2;           // share of each step in the low part
 };
+
+double number_field(const nlohmann::json& s, const char* key, double fallback, const std::string& path) {
+  if (!s.contains(key)) return fallback;
+  if (!s[key].is_number())
+    throw CliError{kExitUsage, "invalid load profile " + path + ": " + key + " must be a number"};
+  return s[key].get<double>();
+}
 
 std::vector<LoadStep> read_profile(const std::string& path) {
   std::ifstream f(path);
@@ -41,6 +52,13 @@ std::vector<LoadStep> read_profile(const std::string& path) {
       throw CliError{kExitUsage, "invalid load profile " + path + ": each step needs numeric seconds and util"};
     step.seconds = s["seconds"].get<double>();
     step.util = s["util"].get<double>();
+    step.step_ms = number_field(s, "step_ms", 0.0, path);
+    step.ripple = number_field(s, "ripple", 0.0, path);
+    step.duty = number_field(s, "duty", 0.2, path);
+    for (const auto& [k, v] : s.items())
+      if (k != "seconds" && k != "util" && k != "gpus" && k != "step_ms" && k != "ripple" && k != "duty")
+        throw CliError{kExitUsage, "invalid load profile " + path + ": unknown step field '" + k +
+                                       "' (seconds, util, gpus, step_ms, ripple, duty)"};
     if (s.contains("gpus")) {
       if (!s["gpus"].is_array()) throw CliError{kExitUsage, "invalid load profile " + path + ": gpus must be a list"};
       for (const auto& g : s["gpus"]) step.gpus.push_back(g.get<unsigned>());
@@ -61,13 +79,25 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     double util = 1.0;
     double seconds = 1.0;
     std::string profile;
+    double step_ms = 0;
+    double ripple = 0;
+    double duty = 0.2;
   };
   auto opts = std::make_shared<Opts>();
   load->add_option("--gpus", opts->gpus, "GPUs to load (physical simulated indices, e.g. 0,1); default all")
       ->delimiter(',');
   load->add_option("--util", opts->util, "Utilization, 0 to 1")->check(CLI::Range(0.0, 1.0));
   load->add_option("--seconds", opts->seconds, "How long")->check(CLI::PositiveNumber);
-  load->add_option("--profile", opts->profile, "A JSON load profile: {\"steps\": [{\"seconds\", \"util\", \"gpus\"}]}");
+  load->add_option("--step-ms", opts->step_ms,
+                   "The workload's step period, ms: power ripples at it (0: a steady load, the default)")
+      ->check(CLI::NonNegativeNumber);
+  load->add_option("--ripple", opts->ripple, "Share of the utilization lost in the low part of each step (0 to 1)")
+      ->check(CLI::Range(0.0, 1.0));
+  load->add_option("--duty", opts->duty, "Share of each step in its low part (0 to 1; default 0.2)")
+      ->check(CLI::Range(0.0, 1.0));
+  load->add_option("--profile", opts->profile,
+                   "A JSON load profile: {\"steps\": [{\"seconds\", \"util\", \"gpus\", \"step_ms\", \"ripple\", "
+                   "\"duty\"}]}");
 
   load->callback([&ctx, opts] {
     if (auto r = ctx.setup_simulation(); !r) throw CliError{kExitUsage, r.error().message};
@@ -78,11 +108,13 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     if (!opts->profile.empty()) {
       steps = read_profile(opts->profile);
     } else {
-      steps.push_back({opts->seconds, opts->util, opts->gpus});
+      steps.push_back({opts->seconds, opts->util, opts->gpus, opts->step_ms, opts->ripple, opts->duty});
     }
     for (const auto& s : steps) {
-      if (s.util < 0 || s.util > 1 || s.seconds <= 0)
-        throw CliError{kExitUsage, "load step needs 0 <= util <= 1 and seconds > 0"};
+      if (s.util < 0 || s.util > 1 || s.seconds <= 0 || s.step_ms < 0 || s.ripple < 0 || s.ripple > 1 ||
+          s.duty < 0 || s.duty > 1)
+        throw CliError{kExitUsage,
+                       "load step needs 0 <= util, ripple, duty <= 1, seconds > 0 and step_ms >= 0"};
       for (unsigned g : s.gpus)
         if (g >= m.gpu_count())
           throw CliError{kExitUsage, "GPU index " + std::to_string(g) + " is out of range (" +
@@ -94,7 +126,9 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
       if (gpus.empty())
         for (unsigned i = 0; i < m.gpu_count(); ++i) gpus.push_back(i);
       for (unsigned g : gpus) {
-        if (auto r = m.set_utilization(g, s.util); !r) throw CliError{kExitFailure, r.error().message};
+        const sim::Load work{s.util, std::chrono::nanoseconds(static_cast<long long>(s.step_ms * 1e6)), s.ripple,
+                             s.duty};
+        if (auto r = m.set_load(g, work); !r) throw CliError{kExitFailure, r.error().message};
         touched.push_back(g);
       }
       std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));

@@ -101,6 +101,37 @@ TEST(ErgRun, NoSettleReturnsAtOnceAndSaysWhatItExtrapolated) {
   EXPECT_LE(x, 0.12) << "at most one counter period (plus jitter) is extrapolated";
 }
 
+TEST(ErgRun, TheDemoRunIsRightAcrossRaplWraps) {
+  // The README demo's machine (rapl=near-wrap) and profile: the RAPL counters wrap during the run,
+  // and the CPU and DRAM energy erg run reports still match the truth.
+  ExportedSim sim("4xA100,cpus=1,rapl=near-wrap");
+  const auto root = sim.machine->powercap_root();
+  auto raw = [&](const char* zone) {
+    std::ifstream f(root / zone / "energy_uj");
+    unsigned long long v = 0;
+    f >> v;
+    return v;
+  };
+  const auto pkg0 = raw("intel-rapl:0"), dram0 = raw("intel-rapl:0:0");
+  const double c0 = sim.machine->true_cpu_energy(0)->value();
+  auto r = run_shell(erg() + " run --json -- " + erg() + " simulate load --profile " +
+                     shell_quote(std::string(ERG_SOURCE_DIR) + "/examples/simulated-training.json"));
+  const double c1 = sim.machine->true_cpu_energy(0)->value();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(raw("intel-rapl:0"), pkg0) << "the package counter wrapped during the run";
+  EXPECT_LT(raw("intel-rapl:0:0"), dram0) << "the DRAM counter wrapped during the run";
+  json j = json::parse(r.out);
+  const double time_s = j["time_s"].get<double>();
+  const double bracket_s = time_s + 0.6;  // erg's own start-up and exit, at the same idle power
+  ASSERT_EQ(j["cpus"].size(), 1u);
+  const double pkg = j["cpus"][0]["energy_j"].get<double>(), dram = j["cpus"][0]["dram_energy_j"].get<double>();
+  // The truth over the bracket, scaled to the window (constant idle power, noise averaged).
+  EXPECT_NEAR(pkg, (c1 - c0) * time_s / bracket_s, 0.12 * (c1 - c0)) << "package: not off by a wrap (262 kJ)";
+  EXPECT_NEAR(pkg / time_s, 20.0, 0.2) << "the package's idle power";
+  EXPECT_NEAR(dram / time_s, 4.0, 0.05) << "DRAM's idle power";
+  EXPECT_FALSE(j["cpus"][0]["affected"].get<bool>());
+}
+
 TEST(ErgRun, ExitCodesAndMissingCommand) {
   auto seven = run_shell(clean_env() + erg() + " run -- sh -c 'exit 7'");
   EXPECT_EQ(seven.exit_code, 7) << seven.err;
