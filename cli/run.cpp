@@ -61,8 +61,8 @@ std::string timeline_csv(const measure::PowerMonitor& pm, const std::vector<unsi
   auto emit = [&](const std::string& device, const std::string& domain, const Result<Watts>& at_start,
                   const Result<std::vector<measure::PowerPoint>>& points, const Result<Watts>& at_end) {
     auto row = [&](std::chrono::nanoseconds t, double w) {
-      std::snprintf(buf, sizeof buf, "%.6f,%s,%s,%.3f\n", std::chrono::duration<double>(t - t0).count(),
-                    device.c_str(), domain.c_str(), w);
+      std::snprintf(buf, sizeof buf, "%.6f,%s,%s,%.3f\n", std::chrono::duration<double>(t - t0).count(), device.c_str(),
+                    domain.c_str(), w);
       out << buf;
     };
     if (at_start) row(t0, at_start->value());

@@ -111,10 +111,9 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
       steps.push_back({opts->seconds, opts->util, opts->gpus, opts->step_ms, opts->ripple, opts->duty});
     }
     for (const auto& s : steps) {
-      if (s.util < 0 || s.util > 1 || s.seconds <= 0 || s.step_ms < 0 || s.ripple < 0 || s.ripple > 1 ||
-          s.duty < 0 || s.duty > 1)
-        throw CliError{kExitUsage,
-                       "load step needs 0 <= util, ripple, duty <= 1, seconds > 0 and step_ms >= 0"};
+      if (s.util < 0 || s.util > 1 || s.seconds <= 0 || s.step_ms < 0 || s.ripple < 0 || s.ripple > 1 || s.duty < 0 ||
+          s.duty > 1)
+        throw CliError{kExitUsage, "load step needs 0 <= util, ripple, duty <= 1, seconds > 0 and step_ms >= 0"};
       for (unsigned g : s.gpus)
         if (g >= m.gpu_count())
           throw CliError{kExitUsage, "GPU index " + std::to_string(g) + " is out of range (" +

@@ -33,6 +33,7 @@ json measurement_json(const measure::Measurement& m, const Inventory& inventory)
     e["source"] = std::string(measure::to_string(g.source));
     e["short_window"] = g.short_window;
     e["extrapolated_s"] = round6(g.extrapolated.count());
+    e["unread_s"] = round6(g.unread.count());
     e["affected"] = g.affected;
     if (g.error) e["error"] = g.error->message;
     j["gpus"].push_back(e);

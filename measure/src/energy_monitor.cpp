@@ -5,15 +5,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-#include <condition_variable>
-#include <limits>
+#include <utility>
 
 #include "erg/measure/counter_tracker.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -26,16 +27,16 @@ constexpr double kShortWindowPeriods = 2.0;
 
 /// The follower's plan for one GPU (see next_due()).
 struct FollowPlan {
-  std::int64_t next_due = 0;        // monitor ns; 0 = now
-  std::int64_t probe_until = 0;     // fast probing until then (schedule not locked)
-  std::int64_t next_probe = 0;      // when to probe fast again after a failed probe
+  std::int64_t next_due = 0;           // monitor ns; 0 = now
+  std::int64_t probe_until = 0;        // fast probing until then (schedule not locked)
+  std::int64_t next_probe = 0;         // when to probe fast again after a failed probe
   std::optional<std::int64_t> target;  // the update being waited for
-  std::int64_t deadline = 0;        // give up on `target` after this
-  bool dense = false;               // polling densely for `target`
-  int dense_done = 0;               // dense brackets since the schedule locked
-  int misses = 0;                   // targets given up in a row
-  double lead_ns = 0;               // extra lead of dense polling (grows when an update came earlier)
-  int target_reads = 0;             // reads made while waiting for `target`
+  std::int64_t deadline = 0;           // give up on `target` after this
+  bool dense = false;                  // polling densely for `target`
+  int dense_done = 0;                  // dense brackets since the schedule locked
+  int misses = 0;                      // targets given up in a row
+  double lead_ns = 0;                  // extra lead of dense polling (grows when an update came earlier)
+  int target_reads = 0;                // reads made while waiting for `target`
 };
 
 struct GpuCounter {
@@ -43,8 +44,8 @@ struct GpuCounter {
   std::shared_ptr<Gpu> gpu;
   bool has_counter;
   std::optional<std::chrono::microseconds> period;  // the vendor's nominal period
-  CounterTracker tracker;                            // mJ
-  CounterHistory history;                            // accumulated mJ over monitor ns
+  CounterTracker tracker;                           // mJ
+  CounterHistory history;                           // accumulated mJ over monitor ns
   FollowPlan plan;
   std::optional<Error> error;  // last read error
 };
@@ -69,6 +70,9 @@ struct WindowState {
   std::vector<std::int64_t> gpu_t;
   std::vector<double> gpu_mj;
   std::vector<char> gpu_final;
+  // CounterEstimate::unread_ns and unread_from of a final value.
+  std::vector<std::int64_t> gpu_unread;
+  std::vector<std::int64_t> gpu_unread_from;
   std::vector<std::uint64_t> gpu_anomalies;
   std::vector<double> cpu_uj;
   std::vector<double> dram_uj;
@@ -178,7 +182,9 @@ struct EnergyMonitor::Impl {
     if (estimates() && mature(g.history.schedule()))
       for (auto& [name, w] : windows) {
         if (i >= w.gpu_final.size() || w.gpu_final[i] || !g.history.final_at(w.gpu_t[i])) continue;
-        if (auto v = g.history.value_at(w.gpu_t[i])) w.gpu_mj[i] = v->value, w.gpu_final[i] = 1;
+        if (auto v = g.history.value_at(w.gpu_t[i]))
+          w.gpu_mj[i] = v->value, w.gpu_unread[i] = v->unread_ns, w.gpu_unread_from[i] = v->unread_from,
+          w.gpu_final[i] = 1;
       }
     return t;
   }
@@ -192,6 +198,8 @@ struct EnergyMonitor::Impl {
     s.gpu_t.resize(n);
     s.gpu_mj.resize(n);
     s.gpu_final.resize(n);
+    s.gpu_unread.assign(n, 0);
+    s.gpu_unread_from.assign(n, 0);
     s.gpu_anomalies.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       auto& g = gpus[i];
@@ -203,7 +211,8 @@ struct EnergyMonitor::Impl {
         s.gpu_mj[i] = g.tracker.accumulated();
         if (estimates() && !g.error) {
           if (auto v = g.history.value_at(s.gpu_t[i]))
-            s.gpu_mj[i] = v->value, s.gpu_final[i] = v->final && mature(g.history.schedule()) ? 1 : 0;
+            s.gpu_mj[i] = v->value, s.gpu_unread[i] = v->unread_ns, s.gpu_unread_from[i] = v->unread_from,
+            s.gpu_final[i] = v->final && mature(g.history.schedule()) ? 1 : 0;
         }
       }
       s.gpu_anomalies[i] = g.tracker.anomalies();
@@ -233,11 +242,12 @@ struct EnergyMonitor::Impl {
     }
   }
 
-  /// The best value of GPU `i`'s counter at edge `t` now: final if it can be, else `fallback`.
-  double edge_value(std::size_t i, std::int64_t t, double fallback) const {
-    if (!estimates()) return fallback;
+  /// The best value of GPU `i`'s counter at edge `t` now: final if it can be, else `fallback`
+  /// (with no unread span).
+  CounterEstimate edge_value(std::size_t i, std::int64_t t, double fallback) const {
+    if (!estimates()) return CounterEstimate{fallback, false};
     auto v = gpus[i].history.value_at(t);
-    return v ? v->value : fallback;
+    return v ? *v : CounterEstimate{fallback, false};
   }
 
   // --- the follower -------------------------------------------------------------------------
@@ -292,8 +302,10 @@ struct EnergyMonitor::Impl {
           ++p.dense_done;
           // Already there at the first dense read: it came earlier than the polling began, so
           // begin earlier next time (otherwise the fit would only ever see the late ones).
-          if (p.target_reads == 1) p.lead_ns = std::min(period / 4.0, std::max(2.0 * p.lead_ns, period / 20.0));
-          else p.lead_ns *= 0.95;
+          if (p.target_reads == 1)
+            p.lead_ns = std::min(period / 4.0, std::max(2.0 * p.lead_ns, period / 20.0));
+          else
+            p.lead_ns *= 0.95;
         }
         p.misses = 0;
       } else if (t < p.deadline) {
@@ -356,37 +368,51 @@ struct EnergyMonitor::Impl {
     }
   }
 
-  /// Waits until every GPU counter updated after its end edge (settle), reading each GPU when
-  /// its history predicts the update (GPUs update on their own schedules: they are served in
-  /// the order their updates are due, never one after the other); bounded by three periods past
-  /// the edge. Not under mu.
+  /// Waits until every GPU counter updated after its end edge against a learned schedule
+  /// (settle), reading each GPU when its history predicts the update (GPUs update on their own
+  /// schedules: they are served in the order their updates are due, never one after the other);
+  /// bounded by three periods past the edge. Not under mu.
   void settle(const std::vector<std::int64_t>& end_t) {
     std::vector<std::int64_t> deadline(gpus.size(), 0);
     for (std::size_t i = 0; i < gpus.size(); ++i) {
-      const auto nominal = std::chrono::duration_cast<std::chrono::nanoseconds>(
-          gpus[i].period.value_or(std::chrono::milliseconds(100)));
+      const auto nominal =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(gpus[i].period.value_or(std::chrono::milliseconds(100)));
       deadline[i] = end_t[i] + 3 * nominal.count() + 50'000'000;
     }
+    std::vector<std::int64_t> due(gpus.size(), kNever);
     for (;;) {
-      std::optional<std::size_t> next;
-      std::int64_t next_due = 0;
+      std::int64_t next_due = kNever;
       {
         std::lock_guard lock(mu);
         const std::int64_t now = clock->now().count();
         for (std::size_t i = 0; i < gpus.size(); ++i) {
           auto& h = gpus[i].history;
-          if (!gpus[i].has_counter || gpus[i].error || h.final_at(end_t[i])) continue;
+          due[i] = kNever;
+          // Settled: the update after the edge was read, against a learned schedule (before the
+          // lock, update times inside wide brackets are guesses; the polling here pins the
+          // updates that lock it, about three periods into a fresh monitor's life).
+          if (!gpus[i].has_counter || gpus[i].error || (h.final_at(end_t[i]) && h.schedule().locked)) continue;
           if (h.schedule().locked) deadline[i] = std::max(deadline[i], end_t[i] + 3 * h.schedule().period.count());
-          if (now >= deadline[i]) continue;
+          if (now >= deadline[i]) {
+            // Past the bound: one last read (a starved thread may wake long after the update it
+            // waited for), then the edge stays extrapolated.
+            if (h.last_read_time().value_or(0) < deadline[i]) due[i] = now, next_due = std::min(next_due, now);
+            continue;
+          }
           // Unknown schedule: poll.
-          const std::int64_t due = std::max(h.update_expected_after(end_t[i]).value_or(0), now + kPollNs);
-          if (!next || due < next_due) next = i, next_due = due;
+          due[i] = std::max(h.update_expected_after(end_t[i]).value_or(0), now + kPollNs);
+          next_due = std::min(next_due, due[i]);
         }
       }
-      if (!next) return;
+      if (next_due == kNever) return;
       clock->sleep_until(std::chrono::nanoseconds(next_due));
+      // Every GPU that is due by now (all of them while polling, each one's own update time
+      // otherwise): serving only the earliest would leave a tie polling one GPU alone.
       std::lock_guard lock(mu);
-      read_gpu(*next, wall_offset());
+      const std::int64_t now = clock->now().count();
+      const auto offset = wall_offset();
+      for (std::size_t i = 0; i < gpus.size(); ++i)
+        if (due[i] <= now) read_gpu(i, offset);
     }
   }
 
@@ -460,9 +486,14 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
   for (unsigned i : impl->gpu_indices) {
     const auto& caps = gpus[i]->capabilities();
     const auto nominal = caps.energy_update_period.value_or(std::chrono::milliseconds(100));
-    impl->gpus.push_back(GpuCounter{i, gpus[i], caps.energy_counter, caps.energy_update_period, {},
+    impl->gpus.push_back(GpuCounter{i,
+                                    gpus[i],
+                                    caps.energy_counter,
+                                    caps.energy_update_period,
+                                    {},
                                     CounterHistory(std::chrono::duration_cast<std::chrono::nanoseconds>(nominal)),
-                                    {}, {}});
+                                    {},
+                                    {}});
     // Not followed: never due.
     if (!options.follow_counters || !caps.energy_counter) impl->gpus.back().plan.next_due = kNever;
     if (!caps.energy_counter) old_gpus.push_back(i);
@@ -613,6 +644,9 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
   m.cpus.reserve(impl_->cpus.size());
   Impl::Windows::node_type node;
   std::vector<std::int64_t> settle_at;
+  // The end edge's reads: in the monitor's scratch (no allocation on the hot path), or, when
+  // settling releases the lock, in this call's own copy (another end_window reuses the scratch).
+  WindowState settled_end;
   {
     std::lock_guard lock(impl_->mu);
     auto it = impl_->windows.find(name);
@@ -622,14 +656,17 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
     WindowState& end = impl_->end_scratch;
     end.start = impl_->clock->now();
     impl_->read_counters(end);
-    if (impl_->options.settle && impl_->estimates()) settle_at = end.gpu_t;
+    if (impl_->options.settle && impl_->estimates()) {
+      settle_at = end.gpu_t;
+      settled_end = end;
+    }
   }
   // Settling sleeps: never under the monitor's lock (other windows and the follower go on).
   if (!settle_at.empty()) impl_->settle(settle_at);
   {
     std::lock_guard lock(impl_->mu);
     const WindowState& start = node.mapped();
-    WindowState& end = impl_->end_scratch;
+    const WindowState& end = settle_at.empty() ? impl_->end_scratch : settled_end;
     m.name = name;
     m.start_wall = start.start_wall;
     m.time = Seconds(static_cast<double>((end.start - start.start).count()) * 1e-9);
@@ -640,9 +677,19 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
       if (g.has_counter) {
         // Both edges at their best now: the begin edge is usually final already; the end edge is
         // final after settling, else extrapolated from the last update.
-        const double begin = start.gpu_final[i] ? start.gpu_mj[i] : impl_->edge_value(i, start.gpu_t[i], start.gpu_mj[i]);
-        const double finish = impl_->edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
-        ge.energy = MilliJoules(std::max(0.0, finish - begin));
+        CounterEstimate begin;
+        if (start.gpu_final[i]) {
+          begin.value = start.gpu_mj[i];
+          begin.unread_ns = start.gpu_unread[i];
+          begin.unread_from = start.gpu_unread_from[i];
+        } else {
+          begin = impl_->edge_value(i, start.gpu_t[i], start.gpu_mj[i]);
+        }
+        const CounterEstimate finish = impl_->edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
+        ge.energy = MilliJoules(std::max(0.0, finish.value - begin.value));
+        // Both edges in one unread span count it once.
+        const bool same = begin.unread_ns > 0 && finish.unread_ns > 0 && begin.unread_from == finish.unread_from;
+        ge.unread = Seconds(static_cast<double>(begin.unread_ns + (same ? 0 : finish.unread_ns)) * 1e-9);
         if (impl_->estimates() && !g.history.final_at(end.gpu_t[i])) {
           if (auto last = g.history.last_update_time())
             ge.extrapolated = Seconds(
@@ -652,9 +699,12 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
         ge.affected = end.gpu_anomalies[i] != start.gpu_anomalies[i];
         const auto& sch = g.history.schedule();
         std::optional<std::chrono::nanoseconds> period;
-        if (sch.locked && !sch.continuous) period = sch.period;
-        else if (g.period) period = *g.period;
-        if (period) ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*period).count();
+        if (sch.locked && !sch.continuous)
+          period = sch.period;
+        else if (g.period)
+          period = *g.period;
+        if (period)
+          ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*period).count();
         if (g.error) {
           ge.error = g.error;
           ge.affected = true;

@@ -169,13 +169,14 @@ Result<std::vector<PowerPoint>> timeline_of(const Series& s, std::chrono::nanose
 Result<Joules> energy_of(const Series& s, std::chrono::nanoseconds a, std::chrono::nanoseconds b,
                          std::chrono::nanoseconds now, const std::string& what) {
   if (b > now)
-    return fail(ErrorCode::kInvalidArgument,
-                "the interval for " + what + " ends " + std::to_string(std::chrono::duration<double>(b - now).count()) +
-                    " s in the future (no energy is reported for time not yet lived)");
+    return fail(ErrorCode::kInvalidArgument, "the interval for " + what + " ends " +
+                                                 std::to_string(std::chrono::duration<double>(b - now).count()) +
+                                                 " s in the future (no energy is reported for time not yet lived)");
   std::lock_guard lock(s.mu);
   auto e = s.timeline.energy(a, b);
   if (!e) {
-    if (e.error().code == ErrorCode::kUnavailable) return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
+    if (e.error().code == ErrorCode::kUnavailable)
+      return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
     return fail(e.error().code, what + ": " + e.error().message);
   }
   return Joules(*e);

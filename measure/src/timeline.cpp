@@ -7,22 +7,51 @@ namespace erg::measure {
 
 Timeline::Timeline(std::size_t capacity) : capacity_(capacity == 0 ? 0 : std::max<std::size_t>(capacity, 2)) {}
 
+static_assert(sizeof(std::uint32_t) + sizeof(double) == Timeline::kBytesPerSample);
+
 void Timeline::push(Sample s) {
-  const std::size_t slot = head_ + size_;
-  if (slot == chunks_.size() * kChunk) {
+  // Times to the µs, and a new chunk when the current one is full or its 32-bit µs offsets
+  // cannot reach this sample.
+  Chunk* c = chunks_.empty() ? nullptr : chunks_.back().get();
+  const std::int64_t dt_us = c == nullptr ? 0 : (s.t_ns - c->base_ns) / 1000;
+  if (c == nullptr || c->count == kChunk || dt_us > static_cast<std::int64_t>(UINT32_MAX)) {
     // Not value-initialized: only the pages the samples are written to become resident.
-    chunks_.push_back(std::unique_ptr<Sample[]>(new Sample[kChunk]));
+    auto fresh = std::unique_ptr<Chunk>(new Chunk);
+    fresh->base_ns = s.t_ns;
+    fresh->first = dropped_ + size_;
+    fresh->count = 0;
+    chunks_.push_back(std::move(fresh));
+    c = chunks_.back().get();
   }
-  chunks_[slot / kChunk][slot % kChunk] = s;
+  c->dt_us[c->count] = static_cast<std::uint32_t>((s.t_ns - c->base_ns) / 1000);
+  c->cum_j[c->count] = s.cum_j;
+  ++c->count;
   ++size_;
+  last_ = {c->base_ns + static_cast<std::int64_t>(c->dt_us[c->count - 1]) * 1000, s.cum_j};
   if (capacity_ != 0 && size_ > capacity_) {
-    ++head_;
+    ++dropped_;
     --size_;
-    if (head_ == kChunk) {
-      chunks_.pop_front();
-      head_ = 0;
+    const Chunk& front = *chunks_.front();
+    if (dropped_ >= front.first + front.count) chunks_.pop_front();
+  }
+}
+
+Timeline::Sample Timeline::at(std::size_t i) const {
+  const std::size_t abs = dropped_ + i;
+  // Chunks are full but for a rare early start (a gap of over 71 minutes): find by first index.
+  std::size_t lo = 0, hi = chunks_.size();
+  const std::size_t guess = (abs - chunks_.front()->first) / kChunk;
+  if (guess < hi && chunks_[guess]->first <= abs && abs < chunks_[guess]->first + chunks_[guess]->count) {
+    lo = guess;
+  } else {
+    while (hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      (chunks_[mid]->first <= abs ? lo : hi) = mid;
     }
   }
+  const Chunk& c = *chunks_[lo];
+  const std::size_t k = abs - c.first;
+  return {c.base_ns + static_cast<std::int64_t>(c.dt_us[k]) * 1000, c.cum_j[k]};
 }
 
 bool Timeline::add_power(std::chrono::nanoseconds t, double watts) {
@@ -31,7 +60,7 @@ bool Timeline::add_power(std::chrono::nanoseconds t, double watts) {
     last_power_ = watts;
     return true;
   }
-  const Sample& last = at(size_ - 1);
+  const Sample last = last_;
   if (watts == last_power_) return false;  // dedup: hold-last already covers it
   std::int64_t tn = std::max(t.count(), last.t_ns);
   double cum = last.cum_j + last_power_ * static_cast<double>(tn - last.t_ns) * 1e-9;
@@ -47,7 +76,7 @@ void Timeline::add_energy(std::chrono::nanoseconds t, double joules) {
     last_power_ = 0.0;
     return;
   }
-  const Sample& last = at(size_ - 1);
+  const Sample last = last_;
   if (t.count() <= last.t_ns) return;
   double dt = static_cast<double>(t.count() - last.t_ns) * 1e-9;
   double p = std::max(0.0, (joules - last.cum_j) / dt);
@@ -57,8 +86,8 @@ void Timeline::add_energy(std::chrono::nanoseconds t, double joules) {
 
 double Timeline::power_of(std::size_t i) const {
   if (i + 1 >= size_) return last_power_;
-  const Sample& a = at(i);
-  const Sample& b = at(i + 1);
+  const Sample a = at(i);
+  const Sample b = at(i + 1);
   if (b.t_ns == a.t_ns) return 0.0;
   return (b.cum_j - a.cum_j) / (static_cast<double>(b.t_ns - a.t_ns) * 1e-9);
 }
@@ -78,7 +107,7 @@ std::size_t Timeline::upper_bound(std::int64_t t) const {
 
 double Timeline::cumulative_at(std::int64_t t) const {
   const std::size_t ub = upper_bound(t);
-  const Sample& s = at(ub == 0 ? 0 : ub - 1);
+  const Sample s = at(ub == 0 ? 0 : ub - 1);
   return s.cum_j + power_of(ub == 0 ? 0 : ub - 1) * static_cast<double>(t - s.t_ns) * 1e-9;
 }
 

@@ -142,6 +142,9 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
       EXPECT_FALSE(sg.affected) << where;
       // Settled: exact to the sensor within the documented bounds, nothing extrapolated.
       EXPECT_EQ(sg.extrapolated.count(), 0.0) << where;
+      // A follower that is never starved reads every update: no unread spans.
+      EXPECT_EQ(sg.unread.count(), 0.0) << where;
+      EXPECT_EQ(ig.unread.count(), 0.0) << where;
       if (w.length_s >= 1.0) {
         EXPECT_LE(std::abs(es), 0.005 * sensor) << where << ": settled vs sensor";
       } else if (w.length_s >= 0.35) {
@@ -158,7 +161,8 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
       // energy really went (the sensor spreads each period evenly) — and nothing more, on GPUs
       // that measure whole periods. Partial sampling adds what the unsampled 75 % hid.
       if (!info->partial_sampling) {
-        const double bound = std::abs(info->gain) * phys + 0.005 * phys + 2 * period_s * (model.max_limit_w - model.idle_w);
+        const double bound =
+            std::abs(info->gain) * phys + 0.005 * phys + 2 * period_s * (model.max_limit_w - model.idle_w);
         EXPECT_LE(std::abs(ep), bound) << where << ": settled vs physical";
       } else if (w.length_s >= 1.0) {
         // Sampling 25 % of each period of a rippling load: off by up to the load's swing on a
@@ -167,14 +171,17 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
         EXPECT_LE(std::abs(ep), (std::abs(info->gain) + share) * phys) << where << ": settled vs physical";
       }
     }
-    std::printf("  %-7s gain %+5.2f %% | settled vs sensor %.3f/%.3f/%.3f/%.3f | immediate vs sensor %.2f/%.2f/%.2f/%.2f | settled vs physical %.1f/%.1f/%.1f/%.1f\n",
-                sku.c_str(), 100 * info->gain, worst[0][0], worst[0][1], worst[0][2], worst[0][3], worst[1][0],
-                worst[1][1], worst[1][2], worst[1][3], worst[2][0], worst[2][1], worst[2][2], worst[2][3]);
+    std::printf(
+        "  %-7s gain %+5.2f %% | settled vs sensor %.3f/%.3f/%.3f/%.3f | immediate vs sensor %.2f/%.2f/%.2f/%.2f | "
+        "settled vs physical %.1f/%.1f/%.1f/%.1f\n",
+        sku.c_str(), 100 * info->gain, worst[0][0], worst[0][1], worst[0][2], worst[0][3], worst[1][0], worst[1][1],
+        worst[1][2], worst[1][3], worst[2][0], worst[2][1], worst[2][2], worst[2][3]);
     // The schedule erg learned: the counter's real period, to within a few µs; stamps judged right.
     auto sch = settled->counter_schedule(g);
     ASSERT_TRUE(sch);
     EXPECT_TRUE(sch->locked) << sku;
-    EXPECT_NEAR(static_cast<double>(sch->period.count()), static_cast<double>(info->energy_period.count()), 20e3) << sku;
+    EXPECT_NEAR(static_cast<double>(sch->period.count()), static_cast<double>(info->energy_period.count()), 20e3)
+        << sku;
     EXPECT_EQ(sch->stamps_are_update_times.value_or(false), std::string(c.timestamps) == "update") << sku;
   }
 }

@@ -163,8 +163,9 @@ class LoadThread {
           auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
           while (!stop_.load()) {
             for (unsigned g = 0; g < gpus; ++g)
-              (void)m.set_load(g, sim::Load{uni(0.3, 1.0), std::chrono::nanoseconds(static_cast<long long>(uni(0.12, 0.4) * 1e9)),
-                                            uni(0.1, 0.4), uni(0.1, 0.3)});
+              (void)m.set_load(
+                  g, sim::Load{uni(0.3, 1.0), std::chrono::nanoseconds(static_cast<long long>(uni(0.12, 0.4) * 1e9)),
+                               uni(0.1, 0.4), uni(0.1, 0.3)});
             std::this_thread::sleep_for(std::chrono::duration<double>(uni(0.2, 0.9)));
           }
         }) {}
@@ -223,8 +224,8 @@ TEST(SimFidelity, SettledWindowsOnTheRealClockWithTheFollowerThread) {
   EXPECT_TRUE(s->gpus[0].short_window);
   auto sch = m->counter_schedule(0);
   ASSERT_TRUE(sch && sch->locked);
-  EXPECT_NEAR(static_cast<double>(sch->period.count()), static_cast<double>(machine.sensor_info(0)->energy_period.count()),
-              200e3);
+  EXPECT_NEAR(static_cast<double>(sch->period.count()),
+              static_cast<double>(machine.sensor_info(0)->energy_period.count()), 200e3);
 }
 
 TEST(SimFidelity, IntegratedWindowsOnP100) {

@@ -45,6 +45,7 @@ class Measurement:
     affected: bool
     short_window_gpus: List[int]
     gpu_extrapolated: Dict[int, float]
+    gpu_unread: Dict[int, float]
     gpu_sources: Dict[int, str]
     errors: Dict[str, str]
 

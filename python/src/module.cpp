@@ -364,6 +364,12 @@ PYBIND11_MODULE(_core, m) {
                                for (const auto& g : x.gpus) d[py::int_(g.index)] = g.extrapolated.count();
                                return d;
                              })
+      .def_property_readonly("gpu_unread",
+                             [](const Measurement& x) {
+                               py::dict d;
+                               for (const auto& g : x.gpus) d[py::int_(g.index)] = g.unread.count();
+                               return d;
+                             })
       .def_property_readonly("gpu_sources",
                              [](const Measurement& x) {
                                py::dict d;
@@ -603,9 +609,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("ripple_duty") = 0.2)
       .def(
           "set_training_load",
-          [](Machine& mach, unsigned gpu, double util) {
-            unwrap(mach.set_load(gpu, erg::sim::Load::training(util)));
-          },
+          [](Machine& mach, unsigned gpu, double util) { unwrap(mach.set_load(gpu, erg::sim::Load::training(util))); },
           py::arg("gpu"), py::arg("utilization") = 1.0)
       .def("true_energy", [](Machine& mach, unsigned gpu) { return unwrap(mach.true_energy(gpu)).value(); })
       .def(

@@ -64,6 +64,9 @@ def test_serial_nested_overlapping_windows(loaded):
         for g in gpus:
             assert close(meas.gpu_energy[g], want[g], slack=EDGE_SLACK_J), (name, g, meas.gpu_energy[g], want[g])
             assert meas.gpu_extrapolated[g] == 0.0  # settled
+            # Spans of unread counter updates (a starved follower): flagged, not expected here
+            # beyond a loaded machine's rare long stall.
+            assert 0.0 <= meas.gpu_unread[g] < 0.5
     assert 0.55 < ma.time < 0.8 and 1.1 < mo.time < 1.9
     assert mo.total_energy >= mo.gpu_energy_total > 0
     assert set(mo.cpu_energy) == {0, 1}
@@ -98,11 +101,11 @@ def test_cpu_energy(machine):
     time.sleep(0.3)
     meas = mon.end_window("cpu")
     c1, d1 = machine.true_cpu_energy(0), machine.true_dram_energy(0)
-    # The simulated powercap files are refreshed when the simulation is touched, so a RAPL
-    # window edge can lag the truth by tens of ms on a loaded 2-core machine (open item: the
-    # simulated RAPL's refresh); 15 % here.
-    assert close(meas.cpu_energy[0], c1 - c0, 0.15)
-    assert close(meas.dram_energy[0], d1 - d0, 0.15)
+    # The simulated RAPL counters advance every 2^-10 s as the hardware's do (an updater thread
+    # writes the powercap files in place), so an edge lags the truth by about a millisecond, more
+    # when a loaded 2-core machine delays that thread: 2 % of a 0.3 s window is 6 ms.
+    assert close(meas.cpu_energy[0], c1 - c0, 0.02), (meas.cpu_energy[0], c1 - c0)
+    assert close(meas.dram_energy[0], d1 - d0, 0.02), (meas.dram_energy[0], d1 - d0)
 
 
 def test_context_manager_and_decorator(loaded):
@@ -183,18 +186,25 @@ def test_sync_errors_propagate_and_cancel(machine):
 
 
 def test_windows_from_threads(loaded):
-    mon = erg.EnergyMonitor()
+    mon = erg.EnergyMonitor(settle=True)  # settled end edges: the 0.1 s windows are exact
+    fast = erg.EnergyMonitor()  # Zeus-like (no settle), hammered from the same threads
     results, errors = {}, []
 
     def worker(k):
         try:
             for i in range(3):
+                a0 = loaded.now()
                 mon.begin_window(f"t{k}-{i}")
+                a1 = loaded.now()
                 time.sleep(0.1)
-                results[(k, i)] = mon.end_window(f"t{k}-{i}")
+                b0 = loaded.now()
+                meas = mon.end_window(f"t{k}-{i}")
+                b1 = loaded.now()
+                results[(k, i)] = (meas, (a0, a1, b0, b1))
             for i in range(2000):  # hammer begin/end concurrently
-                mon.begin_window(f"fast{k}")
-                mon.end_window(f"fast{k}")
+                fast.begin_window(f"fast{k}")
+                m = fast.end_window(f"fast{k}")
+                assert 0 in m.short_window_gpus, "a window shorter than two counter updates is flagged"
         except Exception as e:  # pragma: no cover
             errors.append(e)
 
@@ -204,11 +214,19 @@ def test_windows_from_threads(loaded):
     for th in threads:
         th.join()
     assert not errors and len(results) == 18
-    p0 = loaded.power(0)
-    for meas in results.values():
-        # 100 ms windows: energy ≈ power × time within a counter period's worth of jitter
-        assert meas.gpu_energy[0] == pytest.approx(p0 * meas.time, rel=0.05)
-    assert mon.open_windows == []
+    time.sleep(0.3)  # the sensor truth for the updates after the last end edge
+    for meas, (a0, a1, b0, b1) in results.values():
+        # Each edge lies between the instants read around its call (6 threads contend for the
+        # GIL and 2 cores, so those brackets can be ms wide): the measured energy lies between
+        # the sensor's energy over the inner and the outer bracket. Short windows, the first ones
+        # begun before the monitor learned the counters' schedules: within 3 % (the bound of
+        # measure/'s FreshMonitor test).
+        assert all(meas.gpu_extrapolated[g] == 0.0 for g in range(4)), (meas.gpu_extrapolated, meas.time)
+        for g in range(4):
+            inner = loaded.sensor_energy_at(g, b0) - loaded.sensor_energy_at(g, a1)
+            outer = loaded.sensor_energy_at(g, b1) - loaded.sensor_energy_at(g, a0)
+            assert inner * 0.97 <= meas.gpu_energy[g] <= outer * 1.03, (g, inner, meas.gpu_energy[g], outer)
+    assert mon.open_windows == [] and fast.open_windows == []
 
 
 def test_gil_released_around_blocking_calls(machine):

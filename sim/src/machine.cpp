@@ -74,7 +74,8 @@ std::vector<EnergyFile> energy_files(const State& s) {
     if (cpu.dram) files.push_back({zone, sub++, PowercapTree::width_for(cpu.dram_domain.range_uj), &dram_of, c});
     if (cpu.core) files.push_back({zone, sub++, PowercapTree::width_for(cpu.core_domain.range_uj), &core_of, c});
   }
-  if (s.psys) files.push_back({static_cast<int>(s.cpu_count), -1, PowercapTree::width_for(s.psys_domain.range_uj), &psys_of, 0});
+  if (s.psys)
+    files.push_back({static_cast<int>(s.cpu_count), -1, PowercapTree::width_for(s.psys_domain.range_uj), &psys_of, 0});
   return files;
 }
 
@@ -402,8 +403,8 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
       return fail(r.error());
   }
   std::error_code ignore;
-  for (const char* d : {"sys", "sys/class", "sys/class/powercap", "sys/devices", "sys/devices/virtual",
-                        "sys/devices/virtual/powercap"})
+  for (const char* d :
+       {"sys", "sys/class", "sys/class/powercap", "sys/devices", "sys/devices/virtual", "sys/devices/virtual/powercap"})
     if (fs::exists(dir / d, ignore)) ::chmod((dir / d).c_str(), 0755);
 
   if (::rename(tmp.c_str(), state_path.c_str()) != 0)

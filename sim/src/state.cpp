@@ -186,8 +186,8 @@ void evaluate(GpuState& g, std::int64_t t) {
     return;
   }
   const double a = activity(g, t);
-  const double noise = (kNoiseRel * g.elec_w + kNoiseAbsW) *
-                       gauss(key(g.seed, kSaltNoise, static_cast<std::uint64_t>(g.step_index)));
+  const double noise =
+      (kNoiseRel * g.elec_w + kNoiseAbsW) * gauss(key(g.seed, kSaltNoise, static_cast<std::uint64_t>(g.step_index)));
   g.power_w = std::max(0.0, g.elec_w + noise);
   g.work_rate = a * model_speed(sku, g.clock_mhz, g.mem_ratio);
 }
@@ -235,7 +235,8 @@ void energy_update(GpuState& g) {
   const TickSeries& et = g.energy_ticks;
   const double period_s = static_cast<double>(et.next_ns - et.last_ns) / kNsPerS;
   double inc = g.acc_j;
-  if (g.partial_sampling) inc = (g.window_ns > 0 ? g.window_j / (static_cast<double>(g.window_ns) / kNsPerS) : g.power_w) * period_s;
+  if (g.partial_sampling)
+    inc = (g.window_ns > 0 ? g.window_j / (static_cast<double>(g.window_ns) / kNsPerS) : g.power_w) * period_s;
   if (g.faithful)
     inc *= (1.0 + g.gain) *
            (1.0 + kUpdateNoise * gauss(key(g.seed, kSaltUpdateNoise, 1, static_cast<std::uint64_t>(et.next_index))));
@@ -299,18 +300,17 @@ double mean_activity(const GpuState& g) {
   return g.step_ns > 0 ? g.utilization * (1.0 - g.ripple_depth * g.ripple_duty) : g.utilization;
 }
 
-double mean_power_w(const GpuState& g) {
-  return model_power_w(sku_of(g), g.clock_mhz, mean_activity(g), g.mem_ratio);
-}
+double mean_power_w(const GpuState& g) { return model_power_w(sku_of(g), g.clock_mhz, mean_activity(g), g.mem_ratio); }
 
 void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   g.sku_index = init.sku_index;
   const Sku& sku = sku_of(g);
   g.seed = key(init.seed, 0x6770755fULL, init.position);  // "gpu_"
   g.faithful = init.faithful ? 1 : 0;
-  g.partial_sampling = (init.faithful && (init.partial_sampling < 0 ? sku.sampled_window_ms > 0 : init.partial_sampling != 0)) ? 1 : 0;
+  g.partial_sampling =
+      (init.faithful && (init.partial_sampling < 0 ? sku.sampled_window_ms > 0 : init.partial_sampling != 0)) ? 1 : 0;
   if (g.partial_sampling && sku.sampled_window_ms == 0) g.partial_sampling = 0;  // nothing to sample
-  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;  // (see custom below)
+  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;          // (see custom below)
   g.gain = init.faithful ? kGainError * (2.0 * uniform01(key(g.seed, kSaltGain)) - 1.0) : 0.0;
   g.limit_mw = sku.default_limit_w * 1000u;
   g.mem_ratio = 1.0;
@@ -322,7 +322,8 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
       const double drift = kPeriodDrift * (2.0 * uniform01(key(g.seed, kSaltDrift, salt)) - 1.0);
       t.period_ns = override_ms > 0.0 ? static_cast<std::int64_t>(override_ms * 1e6)
                                       : static_cast<std::int64_t>(std::llround(nominal * (1.0 + drift)));
-      t.origin_ns = now + static_cast<std::int64_t>(uniform01(key(g.seed, kSaltPhase, salt)) * static_cast<double>(t.period_ns));
+      t.origin_ns =
+          now + static_cast<std::int64_t>(uniform01(key(g.seed, kSaltPhase, salt)) * static_cast<double>(t.period_ns));
       const double share = kJitterMin + (kJitterMax - kJitterMin) * uniform01(key(g.seed, kSaltJitter, salt));
       t.jitter_ns = jitter_ms >= 0.0 ? jitter_ms * 1e6 : share * static_cast<double>(t.period_ns);
     } else {
@@ -476,10 +477,11 @@ void cpu_step(State& s) {
   for (unsigned c = 0; c < s.cpu_count && c < kMaxCpus; ++c) {
     CpuState& cpu = s.cpus[c];
     auto noisy = [&](RaplDomain& d, std::uint64_t which) {
-      d.step_power_w = faithful ? std::max(0.0, d.power_w * (1.0 + kCpuNoiseRel *
-                                                                      gauss(key(s.seed, kSaltCpu, c * 4 + which,
-                                                                                static_cast<std::uint64_t>(s.cpu_step_index)))))
-                                : d.power_w;
+      d.step_power_w =
+          faithful ? std::max(0.0, d.power_w *
+                                       (1.0 + kCpuNoiseRel * gauss(key(s.seed, kSaltCpu, c * 4 + which,
+                                                                       static_cast<std::uint64_t>(s.cpu_step_index)))))
+                   : d.power_w;
     };
     noisy(cpu.package, 0);
     cpu.dram_domain.power_w = cpu.dram ? cpu.dram_domain.power_w : 0.0;

@@ -129,12 +129,12 @@ struct GpuState {
 
 /// One RAPL energy domain: physics, and the counter the hardware exposes.
 struct RaplDomain {
-  double power_w = 0.0;       // mean power (set by the control API)
-  double step_power_w = 0.0;  // over the current physics step (mean + noise)
-  double energy_j = 0.0;      // true energy since creation
-  double tick_energy_j = 0.0; // energy at the latest RAPL update
-  double start_j = 0.0;       // where the counter started (seeded)
-  double unit_uj = 1.0;       // counter resolution
+  double power_w = 0.0;        // mean power (set by the control API)
+  double step_power_w = 0.0;   // over the current physics step (mean + noise)
+  double energy_j = 0.0;       // true energy since creation
+  double tick_energy_j = 0.0;  // energy at the latest RAPL update
+  double start_j = 0.0;        // where the counter started (seeded)
+  double unit_uj = 1.0;        // counter resolution
   std::uint64_t range_uj = 0;
 };
 
@@ -170,9 +170,9 @@ struct State {
   std::int32_t psys = 0;
   double psys_extra_w = 10.0;  // platform power beyond packages and DRAM
   RaplDomain psys_domain;
-  std::int64_t cpu_last_ns = 0;  // CPU packages, DRAM and psys are integrated together
+  std::int64_t cpu_last_ns = 0;     // CPU packages, DRAM and psys are integrated together
   std::int64_t cpu_step_index = 0;  // from created_ns
-  std::int64_t rapl_next_ns = 0;  // next RAPL update
+  std::int64_t rapl_next_ns = 0;    // next RAPL update
   char spec_text[kSpecTextSize] = {};
   char powercap_root[kPathSize] = {};
   GpuState gpus[kMaxGpus];
@@ -243,10 +243,10 @@ const Sku& sku_of(const GpuState& g);
 
 struct GpuInit {
   int sku_index = 0;
-  unsigned position = 0;      // GPU index (salts the seed)
-  std::uint64_t seed = 1;     // machine seed
+  unsigned position = 0;   // GPU index (salts the seed)
+  std::uint64_t seed = 1;  // machine seed
   bool faithful = true;
-  int partial_sampling = -1;  // -1: the SKU's default
+  int partial_sampling = -1;      // -1: the SKU's default
   double energy_period_ms = 0.0;  // > 0: overrides the SKU's (and its drift)
   double jitter_ms = -1.0;        // ≥ 0: overrides the seeded jitter
 };

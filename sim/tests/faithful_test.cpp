@@ -16,8 +16,8 @@ namespace erg::sim {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::SimTest;
 using std::chrono::nanoseconds;
+using testing::SimTest;
 
 class Faithful : public SimTest {
  protected:
@@ -221,7 +221,8 @@ TEST_F(Faithful, PartialSamplingMissesPowerOutsideTheSampledWindow) {
     const auto period_end = machine_->sensor_info(g)->next_update;
     ASSERT_TRUE(machine_->advance(period_end - machine_->now() + 1ms));
     const double physical = machine_->true_energy(g)->value() - e0;  // ≈ the period's energy
-    const double sensed = (*machine_->sensor_energy_at(g, period_end - 1ns) - *machine_->sensor_energy_at(g, period_start)).value();
+    const double sensed =
+        (*machine_->sensor_energy_at(g, period_end - 1ns) - *machine_->sensor_energy_at(g, period_start)).value();
     const double idle_period = lookup_sku("A100")->idle_w * 0.1;
     if (g == 0) {
       EXPECT_LT(sensed, idle_period * 1.1) << "the burst fell outside the sampled 25 ms";

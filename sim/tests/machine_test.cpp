@@ -133,7 +133,8 @@ TEST_F(MachineTest, PowercapTreeIsLaidOutAsSysfs) {
 
 TEST_F(MachineTest, IdealPowercapTreeFollowsCpuPowerAndWraps) {
   // Ideal model: exact µJ, counters from 0 (the test of exact arithmetic).
-  start(R"({"gpus":[],"cpus":[{"dram":true,"core":true,"max_energy_range_uj":1000000},{"dram":false,"core":true}],"psys":true,"model":"ideal"})");
+  start(
+      R"({"gpus":[],"cpus":[{"dram":true,"core":true,"max_energy_range_uj":1000000},{"dram":false,"core":true}],"psys":true,"model":"ideal"})");
   const fs::path root = machine_->powercap_root();
   EXPECT_EQ(read_u64(root / "intel-rapl:0" / "max_energy_range_uj"), 1000000u);
   ASSERT_TRUE(machine_->set_cpu_power(0, Watts(50.0), Watts(5.0)));

@@ -138,11 +138,15 @@ void NvmlGpu::probe() {
   caps.energy_counter = (architecture_id_ == NVML_DEVICE_ARCH_UNKNOWN || architecture_id_ >= NVML_DEVICE_ARCH_VOLTA) &&
                         nvml_.nvmlDeviceGetTotalEnergyConsumption != nullptr &&
                         nvml_.nvmlDeviceGetTotalEnergyConsumption(device_, &energy_mj) == NVML_SUCCESS;
-  // NVML updates its energy counter about every 100 ms (hardware.md, "Update period": ml.energy
-  // blog and Zeus's "GPU power counters can update as slow as 10 Hz").
+  // Nominal update periods per architecture (NVML documents none; hardware.md §4.1 has the
+  // sources): the energy counter about every 100 ms on every architecture (ml.energy; Zeus "as
+  // slow as 10 Hz"); instant power every ~100 ms on Ampere and newer (Yang et al., A100/H100),
+  // every ~20 ms on the older ones studied (Lang & Rünger). They are priors: a device's real
+  // periods drift and jitter, and measure/ learns them from the readings (CounterHistory,
+  // infer_update_period).
   if (caps.energy_counter) caps.energy_update_period = std::chrono::milliseconds(100);
-  // How often instant power changes is not documented; measure/ infers it (zeus power.py).
-  caps.power_update_period = std::nullopt;
+  if (architecture_id_ != NVML_DEVICE_ARCH_UNKNOWN)
+    caps.power_update_period = std::chrono::milliseconds(architecture_id_ >= NVML_DEVICE_ARCH_AMPERE ? 100 : 20);
 
   // Power domains: once per domain, the first scope that answers SUCCESS wins.
   if (nvml_.nvmlDeviceGetFieldValues != nullptr) {

@@ -73,8 +73,12 @@ TEST_F(NvmlSim, DescribesEachGpu) {
     EXPECT_EQ(gpus[i]->vendor(), GpuVendor::kNvidia);
     EXPECT_EQ(gpus[i]->uuid().rfind("GPU-", 0), 0u) << gpus[i]->uuid();
     EXPECT_TRUE(gpus[i]->capabilities().setters_need_privilege);
-    EXPECT_FALSE(gpus[i]->capabilities().power_update_period);  // unknown, inferred elsewhere
   }
+  // Nominal per-architecture priors (nvml_gpu.cpp): instant power ~100 ms on Ampere, ~20 ms on
+  // Pascal; the energy counter ~100 ms on both. measure/ learns the actual schedule.
+  EXPECT_EQ(gpus[0]->capabilities().power_update_period, std::chrono::microseconds(100000));
+  EXPECT_EQ(gpus[2]->capabilities().power_update_period, std::chrono::microseconds(20000));
+  EXPECT_EQ(gpus[0]->capabilities().energy_update_period, std::chrono::microseconds(100000));
   EXPECT_NE(gpus[0]->uuid(), gpus[1]->uuid());
   EXPECT_NE(gpus[0]->name().find("A100"), std::string::npos) << gpus[0]->name();
   EXPECT_NE(gpus[2]->name().find("P100"), std::string::npos) << gpus[2]->name();

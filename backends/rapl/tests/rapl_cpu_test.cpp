@@ -1,13 +1,12 @@
 #include "erg/backends/rapl/rapl_cpu.hpp"
 
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <atomic>
-#include <fstream>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>

@@ -61,6 +61,11 @@ struct CounterEstimate {
   /// The update after the instant was read: the value is interpolated between the two updates
   /// around it (final). False: extrapolated from the last update (may still change).
   bool final = false;
+  /// Non-zero when the two reads around the instant missed updates between them (the reader was
+  /// starved for more than a period): the span they leave, over which the value is interpolated
+  /// evenly instead of as the sensor counted it period by period.
+  std::int64_t unread_ns = 0;
+  std::int64_t unread_from = 0;  ///< Where that span begins (the update read before it).
 };
 
 class CounterHistory {
@@ -105,8 +110,11 @@ class CounterHistory {
     std::optional<std::int64_t> index;  // grid index once locked
     std::optional<double> power;        // instant power read with the value
     std::int64_t time = 0;              // estimated update time (cached; see estimate_times)
+    // No read showed the value before this one (the first record): `lo` is only a guess.
+    bool open = false;
   };
 
+  void add_record(const CounterRead& read);
   void note_stamps(const CounterRead& read);
   void try_lock();
   void refit();
@@ -117,6 +125,9 @@ class CounterHistory {
   [[nodiscard]] double rate_before(std::size_t k) const;
   [[nodiscard]] double recent_period_energy() const;
   [[nodiscard]] bool narrow(const Record& r) const;
+  [[nodiscard]] double prelock_period() const;
+  void place_open_before_narrow();
+  void fix_open_index();
 
   std::chrono::nanoseconds nominal_;
   std::size_t capacity_;
@@ -131,6 +142,7 @@ class CounterHistory {
   // Stamp evidence: reads whose value repeated with the same / a different stamp.
   int stamp_same_ = 0, stamp_moved_ = 0;
   std::size_t since_refit_ = 0;
+  double tail_rate_ = 0.0;  // rate_before(last record), cached: the hot path extrapolates from it
 };
 
 }  // namespace erg::measure

@@ -31,6 +31,12 @@ struct GpuEnergy {
   /// energy is extrapolated at the power of the last updates (0 once the end edge settled, see
   /// EnergyMonitorOptions::settle). A load change in that span is not in the figure.
   Seconds extrapolated{0.0};
+  /// How long the spans around the window's edges were in which the counter's updates went
+  /// unread (its reader was starved for more than an update period): across such a span the
+  /// edge is interpolated evenly between the updates read on either side of it, not as the
+  /// sensor counted period by period, so a load change inside it can move the figure by up to
+  /// the span times the power swing. 0 normally.
+  Seconds unread{0.0};
   /// The counter reset or went backwards during the window; the figure is a lower bound.
   bool affected = false;
   /// Set when the device could not be read at the window's end (the energy is then 0).

@@ -1,15 +1,17 @@
 #pragma once
 /// A power timeline of one device in one domain, stored as cumulative energy.
 ///
-/// Each stored sample is 16 bytes: a timestamp and the energy integrated up to it. Power between
-/// two samples is held at the earlier sample's value (hold-last), so the energy over any interval
+/// Each stored sample is a timestamp and the energy integrated up to it. Power between two
+/// samples is held at the earlier sample's value (hold-last), so the energy over any interval
 /// within the timeline is C(t1) − C(t0) with C found by binary search: O(log n) in the number of
 /// samples, exact for piecewise-constant power. Repeated equal readings are not stored
 /// (deduplicated); integration still covers them.
 ///
-/// Storage grows with the samples, in chunks of 4096 samples allocated when first needed (a
-/// new timeline costs one chunk, of which only the pages written are resident): 16 bytes per
-/// sample amortised. Unbounded by default; with a capacity, the oldest samples are dropped.
+/// Storage grows with the samples, in chunks of 4096 samples allocated when first needed (a new
+/// timeline costs one chunk, of which only the pages written are resident). A sample takes 12
+/// bytes: the energy (a double) and its time as µs after its chunk's first sample (32 bits, so a
+/// chunk spans at most 71 minutes; a longer gap between stored samples starts a new chunk).
+/// Times are kept to the µs. Unbounded by default; with a capacity, the oldest are dropped.
 ///
 /// Queries never extrapolate: before the oldest retained sample there is no data (an error), and
 /// the last sample's power is held only as far as the caller says time has passed.
@@ -50,7 +52,7 @@ class Timeline {
   [[nodiscard]] std::size_t capacity() const { return capacity_; }
   [[nodiscard]] bool empty() const { return size_ == 0; }
   /// Bytes held by the samples' chunks.
-  [[nodiscard]] std::size_t allocated_bytes() const { return chunks_.size() * kChunk * kBytesPerSample; }
+  [[nodiscard]] std::size_t allocated_bytes() const { return chunks_.size() * sizeof(Chunk); }
 
   /// The oldest retained sample's time (queries start here at the earliest).
   [[nodiscard]] std::optional<std::chrono::nanoseconds> first_time() const;
@@ -68,7 +70,7 @@ class Timeline {
   [[nodiscard]] Result<double> energy(std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) const;
 
   /// Bytes per stored sample (the benchmark's figure).
-  static constexpr std::size_t kBytesPerSample = 16;
+  static constexpr std::size_t kBytesPerSample = 12;
   /// Samples per chunk.
   static constexpr std::size_t kChunk = 4096;
 
@@ -77,22 +79,27 @@ class Timeline {
     std::int64_t t_ns;
     double cum_j;  ///< Energy integrated from the first sample ever to t_ns.
   };
-  static_assert(sizeof(Sample) == kBytesPerSample);
+  /// Struct of arrays: no padding between a sample's 4-byte time and 8-byte energy.
+  struct Chunk {
+    std::int64_t base_ns = 0;     ///< Time of the chunk's first sample.
+    std::size_t first = 0;        ///< Absolute index (since the timeline began) of its first sample.
+    std::uint32_t count = 0;      ///< Samples written.
+    std::uint32_t dt_us[kChunk];  ///< µs after base_ns.
+    double cum_j[kChunk];
+  };
 
-  [[nodiscard]] const Sample& at(std::size_t i) const {
-    const std::size_t j = head_ + i;
-    return chunks_[j / kChunk][j % kChunk];
-  }
+  [[nodiscard]] Sample at(std::size_t i) const;                 ///< i-th retained sample.
   [[nodiscard]] double power_of(std::size_t i) const;           ///< Power held from sample i.
   [[nodiscard]] std::size_t upper_bound(std::int64_t t) const;  ///< First i with t_i > t.
   [[nodiscard]] double cumulative_at(std::int64_t t) const;     ///< t ≥ the first sample's time.
   void push(Sample s);
 
-  std::deque<std::unique_ptr<Sample[]>> chunks_;
-  std::size_t head_ = 0;  ///< Index of the oldest sample in chunks_.front().
+  std::deque<std::unique_ptr<Chunk>> chunks_;
+  std::size_t dropped_ = 0;  ///< Samples dropped from the front (absolute index of the oldest).
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
   double last_power_ = 0.0;  ///< Power held from the newest sample.
+  Sample last_{};            ///< The newest sample, exactly.
   bool energy_series_ = false;
 };
 

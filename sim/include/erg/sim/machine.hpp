@@ -101,8 +101,8 @@ struct SensorInfo {
   double gain = 0.0;                          ///< relative gain error of the sensor
   bool partial_sampling = false;              ///< measures only part of each period
   std::chrono::nanoseconds sampled_window{0};
-  std::chrono::nanoseconds last_update{0};    ///< sim time of the latest energy-counter update
-  std::chrono::nanoseconds next_update{0};    ///< sim time of the next one
+  std::chrono::nanoseconds last_update{0};  ///< sim time of the latest energy-counter update
+  std::chrono::nanoseconds next_update{0};  ///< sim time of the next one
 };
 
 class Machine {
