@@ -179,6 +179,56 @@ class LoadThread {
   std::thread thread_;
 };
 
+TEST(SimFidelity, WindowsEndingWhileAnotherSettlesKeepTheirOwnEdges) {
+  // Window "a" ends and settles (up to ~0.1 s, without the monitor's lock); window "b" ends in
+  // another thread meanwhile. Each result is its own: its duration and energy are those of its
+  // own edges (an end edge kept in state shared between calls would give "a" the end of "b").
+  auto made = sim::Machine::create_temp(*sim::parse_spec("1xA100,cpus=0"));
+  ASSERT_TRUE(made);
+  auto& machine = **made;
+  ASSERT_TRUE(machine.export_env());
+  nvml::DiscoveryOptions opts;
+  opts.cuda_visible_devices = std::optional<std::string>();
+  auto gpus = nvml::discover(opts)->gpus;
+  sim::MachineClock clock(machine);
+  EnergyMonitorOptions o;
+  o.clock = &clock;
+  o.settle = true;
+  auto m = *EnergyMonitor::create(gpus, {}, o);
+  sim::Load busy;
+  busy.utilization = 0.9;
+  ASSERT_TRUE(machine.set_load(0, busy));
+  std::this_thread::sleep_for(400ms);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(m->begin_window("a"));
+    ASSERT_TRUE(m->begin_window("b"));
+    const auto t0 = clock.now();
+    Result<Measurement> ra = fail(ErrorCode::kInternal, "not run"), rb = ra;
+    std::chrono::nanoseconds ta{0}, tb{0};
+    std::thread other([&] {
+      std::this_thread::sleep_for(330ms);  // while "a" settles
+      tb = clock.now();
+      rb = m->end_window("b");
+    });
+    std::this_thread::sleep_for(300ms);
+    ta = clock.now();
+    ra = m->end_window("a");
+    other.join();
+    ASSERT_TRUE(ra && rb);
+    const double want_a = std::chrono::duration<double>(ta - t0).count();
+    const double want_b = std::chrono::duration<double>(tb - t0).count();
+    EXPECT_NEAR(ra->time.count(), want_a, 0.01) << "round " << round;
+    EXPECT_NEAR(rb->time.count(), want_b, 0.01) << "round " << round;
+    std::this_thread::sleep_for(250ms);
+    const double sa = (*machine.sensor_energy_at(0, ta) - *machine.sensor_energy_at(0, t0)).value();
+    const double sb = (*machine.sensor_energy_at(0, tb) - *machine.sensor_energy_at(0, t0)).value();
+    EXPECT_NEAR(ra->gpus[0].energy.value(), sa, 0.02 * sa) << "round " << round;
+    EXPECT_NEAR(rb->gpus[0].energy.value(), sb, 0.02 * sb) << "round " << round;
+    EXPECT_EQ(ra->gpus[0].extrapolated.count(), 0.0);
+    EXPECT_EQ(rb->gpus[0].extrapolated.count(), 0.0);
+  }
+}
+
 TEST(SimFidelity, SettledWindowsOnTheRealClockWithTheFollowerThread) {
   auto spec = sim::parse_spec("1xA100,1xV100,cpus=0");
   ASSERT_TRUE(spec);
