@@ -51,8 +51,10 @@ void CounterHistory::note_stamps(const CounterRead& read) {
 }
 
 void CounterHistory::add(const CounterRead& read) {
+  const std::uint64_t before = updates_seen_;
   add_record(read);
-  if (!records_.empty()) tail_rate_ = rate_before(records_.size() - 1);
+  // The tail rate changes only with a new update (a repeated value changes no update's time).
+  if (updates_seen_ != before && !records_.empty()) tail_rate_ = rate_before(records_.size() - 1);
 }
 
 void CounterHistory::add_record(const CounterRead& read) {

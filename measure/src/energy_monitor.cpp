@@ -57,6 +57,9 @@ struct CpuCounter {
   CounterTracker package;  // µJ
   CounterTracker dram_tracker;
   std::optional<Error> error;
+  // Reads that failed: a window with one during it is affected (the backend may have dropped
+  // the energy between two reads, e.g. around a counter reset).
+  std::uint64_t failures = 0;
 };
 
 // Ended windows' map nodes kept for reuse: enough for the usual nesting of a few windows.
@@ -228,17 +231,20 @@ struct EnergyMonitor::Impl {
         c.error.reset();
       } else {
         c.error = e.error();
+        ++c.failures;
       }
       if (c.dram) {
         auto d = c.cpu->dram_energy();
-        if (d)
+        if (d) {
           c.dram_tracker.update(d->value());
-        else
+        } else {
           c.error = d.error();
+          ++c.failures;
+        }
       }
       s.cpu_uj[i] = c.package.accumulated();
       s.dram_uj[i] = c.dram_tracker.accumulated();
-      s.cpu_anomalies[i] = c.package.anomalies() + c.dram_tracker.anomalies();
+      s.cpu_anomalies[i] = c.package.anomalies() + c.dram_tracker.anomalies() + c.failures;
     }
   }
 

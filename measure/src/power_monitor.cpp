@@ -35,7 +35,12 @@ struct CpuSlot {
   std::unique_ptr<Series> package;
   std::unique_ptr<Series> dram;  // null without a DRAM domain
   bool failed = false;
+  int consecutive_errors = 0;  // an I/O error is retried next round, up to kCpuRetries in a row
 };
+
+// Consecutive I/O errors after which a CPU stops being sampled (one is a glitch: a counter that
+// read corrupt or reset, which RaplCpu reports and counts on from).
+constexpr int kCpuRetries = 3;
 
 }  // namespace
 
@@ -88,10 +93,13 @@ struct PowerMonitor::Impl {
       auto e = slot.cpu->package_energy();
       auto t = clock->now();
       if (!e) {
-        slot.failed = true;
-        record_error("cpu" + std::to_string(slot.index), e.error());
+        if (e.error().code != ErrorCode::kIo || ++slot.consecutive_errors >= kCpuRetries) {
+          slot.failed = true;
+          record_error("cpu" + std::to_string(slot.index), e.error());
+        }
         continue;
       }
+      slot.consecutive_errors = 0;
       {
         std::lock_guard lock(slot.package->mu);
         slot.package->timeline.add_energy(t, Joules(*e).value());

@@ -73,15 +73,25 @@ void Timeline::add_energy(std::chrono::nanoseconds t, double joules) {
   energy_series_ = true;
   if (size_ == 0) {
     push({t.count(), joules});
+    last_change_ = last_;
     last_power_ = 0.0;
     return;
   }
   const Sample last = last_;
   if (t.count() <= last.t_ns) return;
-  double dt = static_cast<double>(t.count() - last.t_ns) * 1e-9;
-  double p = std::max(0.0, (joules - last.cum_j) / dt);
-  push({t.count(), std::max(joules, last.cum_j)});
-  last_power_ = p;
+  if (joules <= last.cum_j) {
+    // The counter has not moved: a step it has yet to take, or no power at all.
+    push({t.count(), last.cum_j});
+    if (t.count() - last_change_.t_ns > kStaleNs) last_power_ = 0.0, has_power_ = true;
+    return;
+  }
+  // The average since the previous change: a counter that sat still for a few readings (behind
+  // its own update) and then moved spent that energy over the whole span.
+  const double dt = static_cast<double>(t.count() - last_change_.t_ns) * 1e-9;
+  push({t.count(), joules});
+  last_power_ = (joules - last_change_.cum_j) / dt;
+  last_change_ = last_;
+  has_power_ = true;
 }
 
 double Timeline::power_of(std::size_t i) const {
@@ -117,7 +127,7 @@ std::optional<std::chrono::nanoseconds> Timeline::first_time() const {
 }
 
 std::optional<PowerPoint> Timeline::latest() const {
-  if (size_ == 0 || (energy_series_ && size_ < 2)) return std::nullopt;
+  if (size_ == 0 || (energy_series_ && !has_power_)) return std::nullopt;
   return PowerPoint{std::chrono::nanoseconds(at(size_ - 1).t_ns), last_power_};
 }
 

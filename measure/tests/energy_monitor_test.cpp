@@ -172,6 +172,33 @@ TEST_F(EnergyMonitorTest, ConcurrentWindowsFromEightThreads) {
   EXPECT_TRUE(m->open_windows().empty());
 }
 
+TEST_F(EnergyMonitorTest, ACpuReadFailingDuringAWindowMarksItAffected) {
+  // RaplCpu reports a counter reset or a corrupt reading as a failed read (the energy around it
+  // is not counted): a window with one inside is a lower bound and says so; the others not.
+  auto m = make();
+  ASSERT_TRUE(m->begin_window("outer"));
+  consume(milliseconds(100));
+  ASSERT_TRUE(m->begin_window("before"));
+  consume(milliseconds(100));
+  auto before = m->end_window("before");
+  ASSERT_TRUE(before);
+  EXPECT_FALSE(before->cpus[0].affected);
+  cpu_->fail_package_reads(1);
+  ASSERT_TRUE(m->begin_window("probe"));  // this read fails
+  consume(milliseconds(100));
+  ASSERT_TRUE(m->cancel_window("probe"));
+  ASSERT_TRUE(m->begin_window("after"));
+  consume(milliseconds(100));
+  auto after = m->end_window("after");
+  auto outer = m->end_window("outer");
+  ASSERT_TRUE(after && outer);
+  EXPECT_FALSE(after->cpus[0].affected) << "began after the failure";
+  EXPECT_TRUE(outer->cpus[0].affected);
+  EXPECT_TRUE(outer->affected());
+  EXPECT_FALSE(outer->cpus[0].error) << "the last read succeeded";
+  EXPECT_FALSE(outer->gpus[0].affected);
+}
+
 TEST_F(EnergyMonitorTest, CounterResetAndBackwardsAreFlaggedAndNonNegative) {
   auto m = make();
   fakes_[0]->set_energy_mj(5'000'000.0);

@@ -77,6 +77,26 @@ TEST(Timeline, EnergyReadingsGivePowerFromTheSecondOn) {
   EXPECT_NEAR(*t.energy(seconds(0), seconds(2)), 300.0, 1e-9);
 }
 
+TEST(Timeline, ACounterThatHasNotMovedYetIsNotZeroWatts) {
+  // A counter read faster than it updates (RAPL ~1 ms; later when its writer is late) repeats
+  // its value: that is no news about power, not 0 W. The next change is averaged over the whole
+  // span since the one before; a counter still for longer than kStaleNs is at 0 W.
+  Timeline t;
+  t.add_energy(milliseconds(0), 10.0);
+  t.add_energy(milliseconds(2), 10.0);
+  EXPECT_FALSE(t.latest()) << "no power known yet, not 0 W";
+  t.add_energy(milliseconds(4), 10.0);
+  t.add_energy(milliseconds(6), 10.6);  // 0.6 J over the 6 ms since the last change
+  EXPECT_NEAR(t.latest()->watts, 100.0, 1e-9);
+  t.add_energy(milliseconds(8), 10.6);
+  EXPECT_NEAR(t.latest()->watts, 100.0, 1e-9) << "still the average since the last change";
+  t.add_energy(milliseconds(10), 11.0);
+  EXPECT_NEAR(t.latest()->watts, 100.0, 1e-9);
+  EXPECT_NEAR(*t.energy(milliseconds(0), milliseconds(10)), 1.0, 1e-12) << "exact at the samples";
+  t.add_energy(milliseconds(70), 11.0);  // 60 ms without a change
+  EXPECT_EQ(t.latest()->watts, 0.0);
+}
+
 TEST(Timeline, UnboundedStorageGrowsInChunksOfTwelveBytesASample) {
   Timeline t;  // unbounded (the default)
   EXPECT_EQ(t.capacity(), 0u);

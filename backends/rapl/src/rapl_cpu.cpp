@@ -48,7 +48,15 @@ struct RaplCpu::State {
     const auto now = clock->now();
     const auto elapsed = domain.counter.has_baseline() ? now - domain.last_read : std::chrono::nanoseconds(0);
     domain.last_read = now;
-    return domain.counter.update(*raw, elapsed);
+    const std::uint64_t last = domain.counter.last_raw_uj();
+    const std::uint64_t implausible = domain.counter.implausible_updates();
+    const std::uint64_t total = domain.counter.update(*raw, elapsed);
+    if (domain.counter.implausible_updates() != implausible)
+      return fail(ErrorCode::kIo,
+                  domain.energy_file.string() + " moved from " + std::to_string(last) + " to " + std::to_string(*raw) +
+                      " µJ, more than the energy possible since the last read " +
+                      "(wraps included): a counter reset or a corrupt reading; counting on from the new value");
+    return total;
   }
 
   Result<void> refresh() {
@@ -122,13 +130,15 @@ std::optional<RaplDomain> RaplCpu::dram_domain() const {
 
 RaplCounterStats RaplCpu::package_stats() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return {state_->package.counter.wraps(), state_->package.counter.ambiguous_updates()};
+  const auto& c = state_->package.counter;
+  return {c.wraps(), c.ambiguous_updates(), c.implausible_updates()};
 }
 
 std::optional<RaplCounterStats> RaplCpu::dram_stats() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->dram) return std::nullopt;
-  return RaplCounterStats{state_->dram->counter.wraps(), state_->dram->counter.ambiguous_updates()};
+  const auto& c = state_->dram->counter;
+  return RaplCounterStats{c.wraps(), c.ambiguous_updates(), c.implausible_updates()};
 }
 
 }  // namespace erg::rapl

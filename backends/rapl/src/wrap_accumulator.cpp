@@ -16,10 +16,24 @@ std::uint64_t WrapAccumulator::update(std::uint64_t raw_uj, std::chrono::nanosec
 
   // d: the delta assuming at most one wrap.
   std::uint64_t delta = 0;
+  // More than P allows in the elapsed time plus a second (which covers the reader's own timing,
+  // a read stamped late or a thread preempted between reads, many times over).
+  const auto beyond_bound = [&](std::uint64_t d) {
+    if (elapsed.count() <= 0) return false;
+    const double elapsed_s = std::chrono::duration<double>(elapsed).count();
+    return static_cast<double>(d) > max_power_.value() * (elapsed_s + 1.0) * 1e6;
+  };
+  const auto implausible = [&] {
+    ++implausible_updates_;
+    last_raw_uj_ = raw_uj;
+    return accumulated_uj_;
+  };
   if (raw_uj >= last_raw_uj_) {
     delta = raw_uj - last_raw_uj_;
+    if (beyond_bound(delta)) return implausible();
   } else if (max_range_uj_ > 0 && last_raw_uj_ <= max_range_uj_) {
     delta = (max_range_uj_ - last_raw_uj_) + raw_uj;
+    if (beyond_bound(delta)) return implausible();
     ++wraps_;
   } else {
     // Unknown range (or a raw value above it): the counter restarted; count from 0.

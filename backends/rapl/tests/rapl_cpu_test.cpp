@@ -140,6 +140,31 @@ TEST_F(RaplCpuTest, NeverDecreases) {
   EXPECT_EQ(last, 200.0 * 337'000.0);
 }
 
+TEST_F(RaplCpuTest, ACorruptReadingIsAnErrorNotAWrap) {
+  // Zone 1 with a real package range: a value below the last that no wrap explains (a torn or
+  // corrupt reading, or a reset) fails that read, adds nothing, and counting goes on.
+  constexpr std::uint64_t kRealRange = 262'143'328'850;
+  ASSERT_TRUE(tree_.add_zone(1, "package-1", kRealRange));
+  ASSERT_TRUE(tree_.set_energy_uj(1, 150'000'000'000));
+  auto cpu = RaplCpu::create(1, "package-1", RaplDomain{tree_.zone_dir(1), kRealRange}, std::nullopt,
+                             RaplCpuOptions{nullptr, clock_, kDefaultMaxPower});
+  ASSERT_TRUE(cpu) << cpu.error().message;
+  clock_->advance(10ms);
+  ASSERT_TRUE(tree_.set_energy_uj(1, 150'000'001'000));
+  EXPECT_EQ(uj((*cpu)->package_energy()), 1'000.0);
+  clock_->advance(10ms);
+  ASSERT_TRUE(tree_.set_energy_uj(1, 140'000'002'000));
+  auto bad = (*cpu)->package_energy();
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kIo);
+  EXPECT_NE(bad.error().message.find("corrupt"), std::string::npos) << bad.error().message;
+  EXPECT_EQ((*cpu)->package_stats().wraps, 0u);
+  EXPECT_EQ((*cpu)->package_stats().implausible_updates, 1u);
+  clock_->advance(10ms);
+  ASSERT_TRUE(tree_.set_energy_uj(1, 140'000'003'000));
+  EXPECT_EQ(uj((*cpu)->package_energy()), 2'000.0) << "counts on from the new value";
+}
+
 TEST_F(RaplCpuTest, NoDramDomainIsNotSupported) {
   auto cpu = make(false);
   ASSERT_TRUE(cpu);

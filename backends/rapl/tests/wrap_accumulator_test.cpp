@@ -109,6 +109,34 @@ TEST(WrapAccumulator, InferenceNeverExceedsTheStatedMaximumPower) {
   EXPECT_EQ(acc.accumulated_uj(), 100'100u + 2'000'000u);
 }
 
+TEST(WrapAccumulator, AChangeNoEnergyExplainsIsNotCounted) {
+  // A package's real range (262 kJ) and the default 1000 W: a read 10 ms after another can show
+  // at most ~1 kJ more (the bound includes a second of slack).
+  const std::uint64_t range = 262'143'328'850;
+  WrapAccumulator acc(range);
+  acc.update(100'000'000'000, milliseconds(0));
+  acc.update(100'000'002'000, milliseconds(10));
+  EXPECT_EQ(acc.accumulated_uj(), 2'000u);
+  // A corrupt (torn) reading below the last: as a wrap it would be 252 kJ in 10 ms.
+  EXPECT_EQ(acc.update(90'000'004'000, milliseconds(10)), 2'000u);
+  EXPECT_EQ(acc.implausible_updates(), 1u);
+  EXPECT_EQ(acc.wraps(), 0u);
+  // The next, correct reading is 10 kJ above the corrupt one: also no energy, also counted.
+  EXPECT_EQ(acc.update(100'000'006'000, milliseconds(10)), 2'000u);
+  EXPECT_EQ(acc.implausible_updates(), 2u);
+  // And from there on, as before.
+  EXPECT_EQ(acc.update(100'000'008'500, milliseconds(10)), 4'500u);
+  // A counter that restarts (a driver reload) counts on from its new value.
+  EXPECT_EQ(acc.update(1'000, milliseconds(10)), 4'500u);
+  EXPECT_EQ(acc.update(3'000, milliseconds(10)), 6'500u);
+  EXPECT_EQ(acc.implausible_updates(), 3u);
+  // A real wrap in a short interval is still a wrap.
+  acc.update(range - 1'000, std::chrono::seconds(300));  // 262 kJ in 300 s: plausible
+  EXPECT_EQ(acc.update(500, milliseconds(10)), 6'500u + (range - 1'000 - 3'000) + 1'500u);
+  EXPECT_EQ(acc.wraps(), 1u);
+  EXPECT_EQ(acc.implausible_updates(), 3u);
+}
+
 TEST(WrapAccumulator, UntimedUpdatesNeverInfer) {
   WrapAccumulator acc(1000, Watts(1e9));
   acc.update(10);

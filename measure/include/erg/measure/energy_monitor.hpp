@@ -57,6 +57,8 @@ struct EnergyMonitorOptions {
   bool follower_thread = true;
   /// end_window waits (sleeping on the clock) until every GPU counter has updated after the end
   /// edge — at most about one update period — so the end edge is interpolated, not extrapolated.
+  /// On a monitor younger than about three periods it also waits until the counter's schedule
+  /// is learned (the updates it polls for pin it), since both edges are estimated against it.
   bool settle = false;
   /// Append one row per ended window (not cancelled ones), flushed per row.
   std::optional<std::filesystem::path> log_file;

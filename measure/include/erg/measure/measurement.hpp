@@ -47,7 +47,10 @@ struct CpuEnergy {
   unsigned index = 0;  ///< RAPL package index.
   Joules package;
   std::optional<Joules> dram;  ///< nullopt when the package has no DRAM domain.
+  /// A read failed during the window (an I/O error, or a counter that reset or read corrupt:
+  /// the energy around it is not counted); the figure is a lower bound.
   bool affected = false;
+  /// Set when the package could not be read at the window's end.
   std::optional<Error> error;
 };
 

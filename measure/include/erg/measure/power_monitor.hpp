@@ -40,7 +40,7 @@ struct PowerMonitorOptions {
   /// Sampling period. nullopt = inferred: half the fastest GPU model's update period, at most
   /// 100 ms (as Zeus; sampling twice per update sees every change).
   std::optional<std::chrono::microseconds> period;
-  /// Samples kept per device per domain (16 bytes each, storage growing as they come); 0 (the
+  /// Samples kept per device per domain (12 bytes each, storage growing as they come); 0 (the
   /// default, as Zeus) keeps every sample; otherwise the oldest are dropped beyond it.
   std::size_t max_samples = 0;
   /// Time source for sample timestamps; nullptr = the steady clock. Must outlive the monitor.

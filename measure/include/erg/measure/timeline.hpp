@@ -45,8 +45,13 @@ class Timeline {
   bool add_power(std::chrono::nanoseconds t, double watts);
   /// Adds a cumulative energy reading (joules, any origin) taken at `t`; power over the
   /// preceding interval is derived from the difference, so there is none before the second.
-  /// For counters (CPU packages).
+  /// For counters (CPU packages). A counter updates in steps (RAPL about every ms, later when
+  /// its writer is late), so a reading that repeats the last value within kStaleNs of its last
+  /// change says nothing new about power: the latest power stays the average since the change
+  /// before (none yet, rather than 0 W); the next change gives the average over the whole span.
   void add_energy(std::chrono::nanoseconds t, double joules);
+  /// How long a counter may repeat its value before the series reports 0 W.
+  static constexpr std::int64_t kStaleNs = 50'000'000;
 
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] std::size_t capacity() const { return capacity_; }
@@ -101,6 +106,9 @@ class Timeline {
   double last_power_ = 0.0;  ///< Power held from the newest sample.
   Sample last_{};            ///< The newest sample, exactly.
   bool energy_series_ = false;
+  // Energy series: the last sample whose value changed, and whether a power is known yet.
+  Sample last_change_{};
+  bool has_power_ = false;
 };
 
 }  // namespace erg::measure

@@ -116,10 +116,18 @@ class FakeCpu final : public Cpu {
     package_uj_.store(pkg, std::memory_order_relaxed);
     dram_uj_.store(dram, std::memory_order_relaxed);
   }
+  /// The next `reads` package reads fail with Io (as RaplCpu reports a corrupt reading).
+  void fail_package_reads(int reads) { failing_reads_.store(reads, std::memory_order_relaxed); }
   unsigned index() const override { return index_; }
   const std::string& name() const override { return name_; }
   const CpuCapabilities& capabilities() const override { return caps_; }
-  Result<MicroJoules> package_energy() override { return MicroJoules(package_uj_.load(std::memory_order_relaxed)); }
+  Result<MicroJoules> package_energy() override {
+    if (failing_reads_.load(std::memory_order_relaxed) > 0) {
+      failing_reads_.fetch_sub(1, std::memory_order_relaxed);
+      return fail(ErrorCode::kIo, name_ + ": injected read failure");
+    }
+    return MicroJoules(package_uj_.load(std::memory_order_relaxed));
+  }
   Result<MicroJoules> dram_energy() override {
     if (!caps_.dram) return fail(ErrorCode::kNotSupported, "no DRAM domain");
     return MicroJoules(dram_uj_.load(std::memory_order_relaxed));
@@ -131,6 +139,7 @@ class FakeCpu final : public Cpu {
   CpuCapabilities caps_;
   std::atomic<double> package_uj_{0.0};
   std::atomic<double> dram_uj_{0.0};
+  std::atomic<int> failing_reads_{0};
 };
 
 }  // namespace erg::sim

@@ -108,7 +108,8 @@ struct SensorInfo {
 class Machine {
  public:
   /// Creates a new simulation in `dir` (created if missing): the state file `dir/state`
-  /// and the powercap tree `dir/powercap`. The creator owns `dir` and removes it on
+  /// and the sysfs-shaped powercap tree under `dir/sys` (powercap_root() is its class
+  /// directory, `dir/sys/class/powercap`). The creator owns `dir` and removes it on
   /// destruction unless `keep_dir` is set.
   /// `virtual_clock`: start on the virtual clock at the moment of creation (so two machines of
   /// the same seed driven the same way are identical; see use_virtual_clock).
@@ -179,6 +180,10 @@ class Machine {
   Result<SensorInfo> sensor_info(unsigned gpu);
   Result<Joules> true_cpu_energy(unsigned cpu);
   Result<Joules> true_dram_energy(unsigned cpu);
+  /// The raw value the package's (`dram`: its DRAM sub-zone's) `energy_uj` shows as of its
+  /// latest RAPL update: what the file holds when its writer is not late (under load the file
+  /// can lag it, never lead it). NotSupported for a package without DRAM.
+  Result<std::uint64_t> rapl_energy_uj(unsigned cpu, bool dram = false);
   Result<GpuStatus> status(unsigned gpu);
 
   // --- faults -----------------------------------------------------------------------------

@@ -35,8 +35,9 @@ struct RaplCpuOptions {
 
 /// Per-domain counter statistics (quality metadata).
 struct RaplCounterStats {
-  std::uint64_t wraps = 0;              ///< Wraps counted (observed and inferred).
-  std::uint64_t ambiguous_updates = 0;  ///< Reads after a gap long enough for several wraps.
+  std::uint64_t wraps = 0;                ///< Wraps counted (observed and inferred).
+  std::uint64_t ambiguous_updates = 0;    ///< Reads after a gap long enough for several wraps.
+  std::uint64_t implausible_updates = 0;  ///< Resets or corrupt readings (failed reads, not counted).
 };
 
 /// A CPU package. Thread-safe: one mutex guards both domains. Reads need read access to

@@ -35,6 +35,13 @@ inline constexpr Watts kDefaultMaxPower{1000.0};
 ///    it is d. This is exact whenever the power during the gap stays within R / (2 × elapsed)
 ///    of that average, and never exceeds what P allows.
 /// update(raw) without a time hint always takes d (like zeusd and Zeus's polling process).
+///
+/// A change that no energy explains — more than P allows in the elapsed time plus a second,
+/// whether as an increase or as the wrap a decrease implies — is a counter reset (a driver reload
+/// restarts it) or a corrupt reading. It adds nothing, counts in implausible_updates(), and the
+/// new value becomes the baseline (a reset keeps counting from there; after a corrupt reading the
+/// next one is judged the same way). Counting a decrease as a wrap would add a whole range
+/// (262 kJ on a package).
 class WrapAccumulator {
  public:
   /// `max_range_uj` is the zone's max_energy_range_uj. With 0 (unknown) a decrease is treated as
@@ -57,6 +64,8 @@ class WrapAccumulator {
   [[nodiscard]] std::uint64_t wraps() const { return wraps_; }
   /// Updates where more than one candidate was physically possible (see the class comment).
   [[nodiscard]] std::uint64_t ambiguous_updates() const { return ambiguous_updates_; }
+  /// Changes that no energy explains (see the class comment).
+  [[nodiscard]] std::uint64_t implausible_updates() const { return implausible_updates_; }
   [[nodiscard]] std::uint64_t max_range_uj() const { return max_range_uj_; }
   [[nodiscard]] Watts max_power() const { return max_power_; }
 
@@ -68,6 +77,7 @@ class WrapAccumulator {
   std::uint64_t accumulated_uj_ = 0;
   std::uint64_t wraps_ = 0;
   std::uint64_t ambiguous_updates_ = 0;
+  std::uint64_t implausible_updates_ = 0;
   // Energy and time of the unambiguous timed updates: the average power used to pick a candidate.
   std::uint64_t timed_energy_uj_ = 0;
   std::chrono::nanoseconds timed_elapsed_{0};
