@@ -48,8 +48,9 @@ TEST(CrashLog, SigkillLosesNoCompletedRow) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) log_forever(path);
-  // Let it write a good number of rows, then kill it mid-stream.
-  for (int i = 0; i < 200; ++i) {
+  // Let it write a good number of rows (up to 20 s: a sanitized build on a loaded machine is
+  // slow to start), then kill it mid-stream.
+  for (int i = 0; i < 2000; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::error_code ec;
     if (std::filesystem::file_size(path, ec) > 200'000) break;

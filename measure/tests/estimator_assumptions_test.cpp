@@ -309,18 +309,10 @@ TEST(FollowerStalls, ALearnedScheduleKeepsWindowsRightAndFlagsTheUnreadSpans) {
 
 TEST(FirstWindowRealClock, EnergyOfAFreshMachineLikeErgEnergyDuration03) {
   // `erg --simulate 4xA100 energy --duration 0.3` on a machine created the moment before.
-  auto made = sim::Machine::create_temp(*sim::parse_spec("4xA100,cpus=0"));
-  ASSERT_TRUE(made);
-  auto& machine = **made;
-  ASSERT_TRUE(machine.export_env());
-  nvml::DiscoveryOptions opts;
-  opts.cuda_visible_devices = std::optional<std::string>();
-  auto gpus = nvml::discover(opts)->gpus;
-  sim::MachineClock clock(machine);
-  EnergyMonitorOptions o;
-  o.clock = &clock;
-  o.settle = true;
-  auto m = *EnergyMonitor::create(gpus, {}, o);
+  testing::RealClockRig rig("4xA100,cpus=0");
+  auto& machine = *rig.machine;
+  auto& clock = *rig.clock;
+  auto m = rig.monitor();
   const auto t0 = clock.now();
   ASSERT_TRUE(m->begin_window("erg.energy"));
   std::this_thread::sleep_for(300ms);

@@ -183,18 +183,10 @@ TEST(SimFidelity, WindowsEndingWhileAnotherSettlesKeepTheirOwnEdges) {
   // Window "a" ends and settles (up to ~0.1 s, without the monitor's lock); window "b" ends in
   // another thread meanwhile. Each result is its own: its duration and energy are those of its
   // own edges (an end edge kept in state shared between calls would give "a" the end of "b").
-  auto made = sim::Machine::create_temp(*sim::parse_spec("1xA100,cpus=0"));
-  ASSERT_TRUE(made);
-  auto& machine = **made;
-  ASSERT_TRUE(machine.export_env());
-  nvml::DiscoveryOptions opts;
-  opts.cuda_visible_devices = std::optional<std::string>();
-  auto gpus = nvml::discover(opts)->gpus;
-  sim::MachineClock clock(machine);
-  EnergyMonitorOptions o;
-  o.clock = &clock;
-  o.settle = true;
-  auto m = *EnergyMonitor::create(gpus, {}, o);
+  testing::RealClockRig rig("1xA100,cpus=0");
+  auto& machine = *rig.machine;
+  auto& clock = *rig.clock;
+  auto m = rig.monitor();
   sim::Load busy;
   busy.utilization = 0.9;
   ASSERT_TRUE(machine.set_load(0, busy));
@@ -230,20 +222,10 @@ TEST(SimFidelity, WindowsEndingWhileAnotherSettlesKeepTheirOwnEdges) {
 }
 
 TEST(SimFidelity, SettledWindowsOnTheRealClockWithTheFollowerThread) {
-  auto spec = sim::parse_spec("1xA100,1xV100,cpus=0");
-  ASSERT_TRUE(spec);
-  auto made = sim::Machine::create_temp(*spec);
-  ASSERT_TRUE(made);
-  auto& machine = **made;
-  ASSERT_TRUE(machine.export_env());
-  nvml::DiscoveryOptions opts;
-  opts.cuda_visible_devices = std::optional<std::string>();
-  auto gpus = nvml::discover(opts)->gpus;
-  sim::MachineClock clock(machine);
-  EnergyMonitorOptions o;
-  o.clock = &clock;
-  o.settle = true;  // the follower runs on its own thread
-  auto m = *EnergyMonitor::create(gpus, {}, o);
+  testing::RealClockRig rig("1xA100,1xV100,cpus=0");
+  auto& machine = *rig.machine;
+  auto& clock = *rig.clock;
+  auto m = rig.monitor();  // settled; the follower runs on its own thread
   LoadThread load(machine, 2, 11);
   std::this_thread::sleep_for(300ms);  // the follower locks the schedules meanwhile
   for (double seconds : {1.0, 1.3}) {

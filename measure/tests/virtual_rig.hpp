@@ -89,4 +89,42 @@ class VirtualRig {
   std::multimap<std::chrono::nanoseconds, std::function<void()>> actions;
 };
 
+/// A simulated machine on the real clock (its updaters and the monitors' followers run as
+/// threads, as in production), its GPUs discovered through the production NVML path, and
+/// monitors that settle their end edges on the machine's clock.
+class RealClockRig {
+ public:
+  explicit RealClockRig(const std::string& spec) {
+    auto parsed = sim::parse_spec(spec);
+    EXPECT_TRUE(parsed) << parsed.error().message;
+    auto m = sim::Machine::create_temp(*parsed);
+    EXPECT_TRUE(m) << m.error().message;
+    machine = std::move(*m);
+    clock = std::make_unique<sim::MachineClock>(*machine);
+    EXPECT_TRUE(machine->export_env());
+    nvml::DiscoveryOptions opts;
+    opts.cuda_visible_devices = std::optional<std::string>();
+    auto found = nvml::discover(opts);
+    EXPECT_TRUE(found) << found.error().message;
+    gpus = found->gpus;
+  }
+
+  /// A monitor of the GPUs on the machine's clock; settled end edges unless `o` says otherwise.
+  std::unique_ptr<EnergyMonitor> monitor(EnergyMonitorOptions o = settled()) {
+    o.clock = clock.get();
+    auto m = EnergyMonitor::create(gpus, {}, std::move(o));
+    EXPECT_TRUE(m) << m.error().message;
+    return std::move(*m);
+  }
+  static EnergyMonitorOptions settled() {
+    EnergyMonitorOptions o;
+    o.settle = true;
+    return o;
+  }
+
+  std::unique_ptr<sim::Machine> machine;
+  std::unique_ptr<sim::MachineClock> clock;
+  std::vector<std::shared_ptr<Gpu>> gpus;
+};
+
 }  // namespace erg::measure::testing
