@@ -18,11 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "erg/backends/nvml/discovery.hpp"
 #include "erg/client/connection.hpp"
 #include "erg/daemon/daemon.hpp"
-#include "erg/sim/machine.hpp"
-#include "erg/sim/spec.hpp"
+#include "sim_gpus.hpp"
 
 namespace {
 
@@ -73,14 +71,10 @@ Load run_load(MakeClient make_client) {
 }
 
 void BM_ErgdRps(benchmark::State& state) {
-  auto machine = erg::sim::Machine::create_temp(*erg::sim::parse_spec("4xA100"));
-  if (!machine || !(*machine)->export_env()) return state.SkipWithError("cannot create the simulated machine");
-  erg::nvml::DiscoveryOptions opts;
-  opts.cuda_visible_devices = std::optional<std::string>();
-  auto found = erg::nvml::discover(opts);
-  if (!found || found->gpus.empty()) return state.SkipWithError("no simulated GPUs");
+  auto sim = erg::bench::sim_gpus("4xA100", 4);
+  if (!sim) return state.SkipWithError(sim.error().message.c_str());
   erg::Inventory inv;
-  inv.gpus = found->gpus;
+  inv.gpus = sim->gpus;
   erg::daemon::Config config;
   config.socket_path = "/tmp/ergd-bench-" + std::to_string(::getpid()) + ".sock";
   config.skip_privilege_check = true;

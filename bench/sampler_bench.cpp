@@ -22,7 +22,6 @@
 #include <mutex>
 #include <thread>
 
-#include "erg/backends/rapl/discovery.hpp"
 #include "erg/measure/power_monitor.hpp"
 #include "erg/measure/timeline.hpp"
 #include "erg/sim/fake_devices.hpp"
@@ -135,9 +134,7 @@ double rss_bytes() {
 void BM_SamplerStartRss(benchmark::State& state) {
   auto sim = erg::bench::sim_gpus("8xA100,cpus=2", 8);
   if (!sim) return state.SkipWithError(sim.error().message.c_str());
-  erg::rapl::DiscoveryOptions ro;
-  ro.root = sim->machine->powercap_root();
-  auto cpus = erg::rapl::discover(ro).cpus;
+  const auto& cpus = sim->cpus;
   if (cpus.size() != 2) return state.SkipWithError("simulated CPU packages not found");
   for (auto _ : state) {
     malloc_trim(0);

@@ -4,12 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "erg/backends/discovery.hpp"
-#ifdef ERG_WITH_DAEMON_CLIENT
-#include "erg/client/discovery.hpp"
-#endif
+#include "erg/devices/devices.hpp"
 #include "erg/sim/machine.hpp"
-#include "erg/sim/spec.hpp"
 
 #ifndef ERG_VERSION
 #define ERG_VERSION "0.0.0"
@@ -20,46 +16,28 @@ namespace erg::cli {
 Context::Context() = default;
 Context::~Context() = default;
 
-namespace {
-
-/// Points every hardware seam at the simulated machine. A child of a simulating erg (for
-/// example the command under `erg run`) inherits ERG_SIM_STATE and attaches to the same
-/// machine instead of creating a new one.
-Result<void> setup_simulation_for(Context& ctx) {
-  const char* env_spec = std::getenv("ERG_SIMULATE");
-  if (ctx.simulate.empty() && env_spec != nullptr) ctx.simulate = env_spec;
-  if (ctx.simulate.empty()) return ok();
-
-  const char* state = std::getenv("ERG_SIM_STATE");
-  if (state != nullptr && *state != '\0' && env_spec != nullptr && ctx.simulate == env_spec) {
-    auto machine = sim::Machine::attach(state);
-    if (!machine) return fail(machine.error());
-    ctx.machine = std::move(*machine);
-    return ok();
-  }
-  auto spec = sim::parse_spec(ctx.simulate);
-  if (!spec) return fail(ErrorCode::kInvalidArgument, "invalid --simulate spec: " + spec.error().message);
-  auto machine = sim::Machine::create_temp(*spec);
-  if (!machine) return fail(machine.error());
-  if (auto r = (*machine)->export_env(); !r) return r;
-  ctx.machine = std::move(*machine);
-  return ok();
+devices::DeviceOptions Context::device_options() const {
+  devices::DeviceOptions o;
+  o.simulate = simulate;
+  return o;
 }
-
-}  // namespace
 
 Result<void> Context::setup_simulation() {
   if (machine) return ok();
-  return setup_simulation_for(*this);
+  auto m = devices::open_machine(device_options());
+  if (!m) return fail(m.error());
+  machine = std::move(*m);
+  return ok();
 }
 
-Result<Inventory> Context::discover() {
-  if (auto r = setup_simulation(); !r) return fail(r.error());
-#ifdef ERG_WITH_DAEMON_CLIENT
-  return client::discover();  // uses ergd when ERG_DAEMON_SOCK / ZEUSD_SOCK_PATH is set
-#else
-  return backends::discover();
-#endif
+Result<Inventory> Context::discover(const std::vector<unsigned>& gpus, const std::vector<unsigned>& cpus) {
+  auto o = device_options();
+  if (!gpus.empty()) o.gpu_indices = gpus;
+  if (!cpus.empty()) o.cpu_indices = cpus;
+  auto opened = devices::open_devices(o);
+  if (!opened) return fail(opened.error());
+  machine = opened->machine;
+  return std::move(opened->inventory);
 }
 
 int run(int argc, char** argv) {

@@ -9,6 +9,7 @@
 
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
+#include "erg/devices/devices.hpp"
 
 namespace erg::sim {
 class Machine;
@@ -23,17 +24,21 @@ inline constexpr int kExitUsage = 2;    ///< Bad command line or configuration.
 
 /// State shared by the subcommands of one invocation.
 struct Context {
-  std::string simulate;  ///< --simulate SPEC (or ERG_SIMULATE).
+  std::optional<std::string> simulate;  ///< --simulate SPEC (ERG_SIMULATE is read by erg::devices).
   int verbosity = 0;
   int exit_code = 0;                      ///< Set by the subcommand that ran.
-  std::unique_ptr<sim::Machine> machine;  ///< The simulated machine, when simulating.
+  std::shared_ptr<sim::Machine> machine;  ///< The simulated machine, when simulating.
 
   Context();
   ~Context();
-  /// Creates or attaches the simulated machine if asked to (--simulate, ERG_SIMULATE).
+  /// The options every subcommand opens devices with (erg::devices documents the precedence).
+  [[nodiscard]] devices::DeviceOptions device_options() const;
+  /// Creates or attaches the simulated machine if asked to (--simulate, ERG_SIMULATE, an
+  /// inherited ERG_SIM_STATE); leaves `machine` null otherwise.
   Result<void> setup_simulation();
-  /// setup_simulation(), then discovers every device.
-  Result<Inventory> discover();
+  /// Opens the devices (erg::devices::open_devices), checking the GPU and CPU indices the
+  /// subcommand was given (empty: all): an unknown or repeated index is an error naming it.
+  Result<Inventory> discover(const std::vector<unsigned>& gpus = {}, const std::vector<unsigned>& cpus = {});
 };
 
 /// An error that `run` turns into "erg: error: <message>" and `exit_code`.

@@ -30,7 +30,7 @@ void add_energy_command(CLI::App& app, Context& ctx) {
                 "next update; the last part is then extrapolated (extrapolated_s says how much)");
   cmd->callback([&ctx, opts] {
     StopSignals signals;  // before any thread starts
-    auto inventory = ctx.discover();
+    auto inventory = ctx.discover(opts->gpus, opts->cpus);
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
     auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus, !opts->no_settle);
     const std::string window = "erg.energy";

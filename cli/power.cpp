@@ -46,7 +46,7 @@ void add_power_command(CLI::App& app, Context& ctx) {
     auto domain = parse_power_domain(opts->domain);
     if (!domain) throw CliError{kExitUsage, domain.error().message};
     StopSignals signals;
-    auto inventory = ctx.discover();
+    auto inventory = ctx.discover(opts->gpus);
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
 
     measure::PowerMonitorOptions po;

@@ -119,7 +119,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     if (!opts->timeline.empty())
       if (auto r = check_writable(opts->timeline); !r) throw CliError{kExitUsage, r.error().message};
 
-    auto inventory = ctx.discover();
+    auto inventory = ctx.discover(opts->gpus, opts->cpus);
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
     auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus, !opts->no_settle);
 

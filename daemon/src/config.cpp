@@ -84,6 +84,8 @@ Result<Config> parse_command_line(int argc, char** argv) {
   app.add_option("--socket-mode", mode, "Octal permissions of the socket")->default_str("0660");
   app.add_option("--socket-group", config.socket_group, "Group (name or gid) owning the socket");
   app.add_option("--tcp", config.tcp, "Also listen on HOST:PORT, e.g. 127.0.0.1:4938");
+  app.add_option("--simulate", config.simulate,
+                 "Serve a simulated machine, e.g. 2xA100 or a JSON file (also ERG_SIMULATE)");
   app.add_option("--enable", enable, "API groups: gpu-control,gpu-read,cpu-read (default: all)")->delimiter(',');
   app.add_option("--allow-uid", allow_uid,
                  "Unix socket: uids allowed, e.g. 1000 (every group) or gpu-control=1000,1001 (repeatable)");

@@ -5,9 +5,9 @@
 #include <iostream>
 #include <vector>
 
-#include "erg/backends/discovery.hpp"
 #include "erg/daemon/auth.hpp"
 #include "erg/daemon/daemon.hpp"
+#include "erg/devices/devices.hpp"
 
 namespace erg::daemon {
 
@@ -60,13 +60,24 @@ int run_main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto inventory = backends::discover();
-  if (!inventory) {
-    std::cerr << "ergd: error: " << inventory.error().message << "\n";
-    return 1;
+  // The devices every erg face would open (--simulate, ERG_SIMULATE, an inherited simulated
+  // machine, or the hardware), never through another ergd.
+  devices::DeviceOptions device_options;
+  device_options.simulate = config->simulate;
+  device_options.daemon = devices::DaemonUse::kNever;
+  auto devices = devices::open_devices(device_options);
+  if (!devices) {
+    std::cerr << "ergd: error: " << devices.error().message << "\n";
+    return 2;
   }
-  for (const auto& u : inventory->unavailable) std::cerr << "ergd: note: " << u.source << ": " << u.reason << "\n";
-  auto daemon = Daemon::create(*config, std::move(*inventory));
+  for (const auto& u : devices->inventory.unavailable)
+    std::cerr << "ergd: note: " << u.source << ": " << u.reason << "\n";
+  if (devices->machine) {
+    std::cerr << "ergd: SIMULATED machine " << devices->spec << " (" << devices::to_string(devices->source)
+              << "); clients share it with ERG_SIMULATE='" << devices->spec << "' ERG_SIM_STATE=" << devices->state_file
+              << "\n";
+  }
+  auto daemon = Daemon::create(*config, std::move(devices->inventory));
   if (!daemon) {
     std::cerr << "ergd: error: " << daemon.error().message << "\n";
     return 1;

@@ -27,8 +27,9 @@ class Inventory:
     cpus: List[Cpu]
     unavailable: List[Unavailable]
     simulated: bool
+    machine: Optional[Any]  # erg._core.sim.Machine when simulated
 
-def discover() -> Inventory: ...
+def discover(simulate: Optional[str] = None) -> Inventory: ...
 def monotonic() -> float: ...
 
 class Measurement:

@@ -1,9 +1,10 @@
-"""Process-wide state: the simulated machine named by ERG_SIMULATE and the device inventory.
+"""Process-wide state: this process's devices, opened once by erg::devices (``_core.discover``).
 
-``ERG_SIMULATE=2xA100 python3 train.py`` runs on a simulated machine, exactly as the ``erg``
-command does: if ERG_SIM_STATE is also set and ERG_SIMULATE names the same spec, the process
-attaches to that machine (a child of a simulating process); otherwise it creates one and exports
-ERG_SIM_STATE/ERG_NVML_LIBRARY/ERG_POWERCAP_ROOT/ERG_SIMULATE for its children.
+``ERG_SIMULATE=2xA100 python3 train.py`` runs on a simulated machine exactly as the ``erg``
+command does, because both open devices through the same C++ function: if ERG_SIM_STATE names a
+machine made from the same spec, the process attaches to it (a child of a simulating process);
+otherwise it creates one and exports ERG_SIM_STATE/ERG_NVML_LIBRARY/ERG_POWERCAP_ROOT/ERG_SIMULATE
+for its children. ERG_DAEMON_SOCK and CUDA_VISIBLE_DEVICES apply the same way too.
 """
 
 from __future__ import annotations
@@ -23,42 +24,39 @@ def _bundled_driver() -> Optional[str]:
     return path if os.path.exists(path) else None
 
 
-def _setup_simulation() -> None:
+def _open() -> Any:
+    """Opens the devices (C++ erg::devices) and mirrors the simulator's variables, which the
+    C++ side may have set, into os.environ so the two stay in step for children."""
     global _machine
-    spec = os.environ.get("ERG_SIMULATE", "")
-    if not spec or _machine is not None:
-        return
-    if not os.environ.get("ERG_SIM_NVML_LIBRARY"):
-        bundled = _bundled_driver()
-        if bundled:
-            os.environ["ERG_SIM_NVML_LIBRARY"] = bundled
+    if os.environ.get("ERG_SIMULATE") or os.environ.get("ERG_SIM_STATE"):
+        if not os.environ.get("ERG_SIM_NVML_LIBRARY"):
+            bundled = _bundled_driver()
+            if bundled:
+                os.environ["ERG_SIM_NVML_LIBRARY"] = bundled
     from . import _core
 
-    state = os.environ.get("ERG_SIM_STATE", "")
-    if state:
-        _machine = _core.sim.Machine.attach(state)
-        return
-    machine = _core.sim.Machine.create(spec)
-    os.environ.update(machine.export_env())  # keep os.environ and the C environment in step
-    _machine = machine
+    inv = _core.discover()
+    _machine = inv.machine
+    if _machine is not None:
+        os.environ.update(_machine.export_env())
+    return inv
 
 
 def simulated_machine() -> Any:
-    """The machine set up from ERG_SIMULATE (None when not simulating)."""
+    """The simulated machine this process's devices come from (None when not simulating)."""
     with _lock:
-        _setup_simulation()
+        global _inventory
+        if _inventory is None:
+            _inventory = _open()
         return _machine
 
 
 def inventory(refresh: bool = False) -> Any:
-    """The devices of this process, discovered once (NVML is loaded once per process)."""
+    """The devices of this process, opened once (NVML is loaded once per process)."""
     global _inventory
     with _lock:
         if _inventory is None or refresh:
-            _setup_simulation()
-            from . import _core
-
-            _inventory = _core.discover()
+            _inventory = _open()
         return _inventory
 
 

@@ -17,13 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "erg/backends/discovery.hpp"
-#ifdef ERG_WITH_DAEMON_CLIENT
-#include "erg/client/discovery.hpp"
-#endif
 #include "erg/core/device.hpp"
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
+#include "erg/devices/devices.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -94,6 +91,7 @@ std::chrono::nanoseconds nanos(double s) {
 /// Discovery result shared by monitors created from it.
 struct PyInventory {
   erg::Inventory inv;
+  std::shared_ptr<erg::sim::Machine> machine;  ///< Kept alive with the devices it simulates.
 };
 
 /// Timeline → two NumPy arrays (monotonic seconds, watts), one copy out of the C++ vector.
@@ -307,19 +305,21 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("gpus", [](const PyInventory& i) { return i.inv.gpus; })
       .def_property_readonly("cpus", [](const PyInventory& i) { return i.inv.cpus; })
       .def_property_readonly("unavailable", [](const PyInventory& i) { return i.inv.unavailable; })
-      .def_property_readonly("simulated", [](const PyInventory& i) { return i.inv.simulated; });
+      .def_property_readonly("simulated", [](const PyInventory& i) { return i.inv.simulated; })
+      .def_property_readonly("machine", [](const PyInventory& i) { return i.machine; },
+                             "The simulated machine (None on hardware)");
 
   m.def(
       "discover",
-      []() {
-#ifdef ERG_WITH_DAEMON_CLIENT
-        auto inv = unwrap(erg::client::discover());  // through ergd when ERG_DAEMON_SOCK is set
-#else
-        auto inv = unwrap(erg::backends::discover());
-#endif
-        return std::make_shared<PyInventory>(PyInventory{std::move(inv)});
+      [](std::optional<std::string> simulate) {
+        erg::devices::DeviceOptions o;
+        o.simulate = std::move(simulate);
+        auto opened = unwrap(erg::devices::open_devices(o));
+        return std::make_shared<PyInventory>(PyInventory{std::move(opened.inventory), std::move(opened.machine)});
       },
-      py::call_guard<py::gil_scoped_release>(), "Discovers GPUs (NVML) and CPU packages (RAPL).");
+      py::arg("simulate") = py::none(), py::call_guard<py::gil_scoped_release>(),
+      "Opens this process's devices as every erg face does (erg::devices::open_devices): simulated "
+      "(simulate=SPEC, ERG_SIMULATE, ERG_SIM_STATE), through ergd (ERG_DAEMON_SOCK) or hardware.");
 
   // --- measurements --------------------------------------------------------------------------
   using erg::measure::Measurement;
@@ -554,17 +554,18 @@ PYBIND11_MODULE(_core, m) {
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
   using erg::sim::Machine;
-  py::class_<Machine>(sim, "Machine")
+  py::class_<Machine, std::shared_ptr<Machine>>(sim, "Machine")
       .def_static(
           "create",
           [](const std::string& spec) {
             auto parsed = unwrap(erg::sim::parse_spec(spec));
             py::gil_scoped_release release;
-            return unwrap(Machine::create_temp(parsed));
+            return std::shared_ptr<Machine>(unwrap(Machine::create_temp(parsed)));
           },
           py::arg("spec"))
       .def_static(
-          "attach", [](const std::filesystem::path& state) { return unwrap(Machine::attach(state)); },
+          "attach",
+          [](const std::filesystem::path& state) { return std::shared_ptr<Machine>(unwrap(Machine::attach(state))); },
           py::arg("state_file"), py::call_guard<py::gil_scoped_release>())
       .def("export_env",
            [](const Machine& mach) {

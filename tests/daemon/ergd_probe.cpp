@@ -1,22 +1,23 @@
 // Run by the cross-process tests (often as user nobody): discovers devices the way a user
-// program does (erg::client::discover, which uses ergd when ERG_DAEMON_SOCK is set), reads CPU
+// program does (erg::devices::open_devices, which uses ergd when ERG_DAEMON_SOCK is set), reads CPU
 // energy and sets GPU 0's power limit to argv[1] mW. Prints one JSON line.
 
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "erg/client/discovery.hpp"
+#include "erg/devices/devices.hpp"
 
 int main(int argc, char** argv) {
   double limit_mw = argc > 1 ? std::stod(argv[1]) : 200000.0;
   nlohmann::json out;
-  auto inv = erg::client::discover();
-  if (!inv) {
-    out["error"] = inv.error().message;
+  auto devices = erg::devices::open_devices();
+  if (!devices) {
+    out["error"] = devices.error().message;
     std::cout << out.dump() << std::endl;
     return 1;
   }
+  const erg::Inventory* inv = &devices->inventory;
   out["gpus"] = inv->gpus.size();
   out["cpus"] = inv->cpus.size();
   for (const auto& u : inv->unavailable)

@@ -14,8 +14,8 @@ struct DiscoveryOptions {
 };
 
 /// Fails only on invalid configuration (e.g. a malformed CUDA_VISIBLE_DEVICES); missing
-/// hardware or drivers are reported in Inventory::unavailable. `simulated` is true when
-/// ERG_SIMULATE and ERG_SIM_STATE are set (every seam points at the simulated machine).
+/// hardware or drivers are reported in Inventory::unavailable. Leaves `simulated` false: only
+/// erg::devices knows whether the seams point at the simulated machine.
 Result<Inventory> discover(const DiscoveryOptions& options = {});
 
 }  // namespace erg::backends

@@ -37,6 +37,8 @@ struct Config {
   std::chrono::milliseconds idle_timeout{60'000};
   /// A request must arrive whole within this long of its first byte, else 408 (slowloris bound).
   std::chrono::milliseconds request_timeout{10'000};
+  /// `--simulate SPEC`: serve a simulated machine (as `erg --simulate`; ERG_SIMULATE also works).
+  std::optional<std::string> simulate;
   /// Skip the start-up privilege check (tests that run unprivileged over fakes).
   bool skip_privilege_check = false;
 };
