@@ -271,6 +271,14 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("uuid", &erg::Gpu::uuid)
       .def_property_readonly("architecture", &erg::Gpu::architecture)
       .def_property_readonly("energy_counter", [](const erg::Gpu& g) { return g.capabilities().energy_counter; })
+      .def(
+          "power_limit",
+          [](erg::Gpu& g) -> std::optional<double> {
+            auto l = g.power_limit();
+            if (!l) return std::nullopt;
+            return erg::Watts(*l).value();
+          },
+          py::call_guard<py::gil_scoped_release>(), "The power limit now, watts (None when it cannot be read).")
       .def_property_readonly("power_domains",
                              [](const erg::Gpu& g) {
                                std::vector<std::string> out;

@@ -414,3 +414,93 @@ TEST_F(ErgdProcess, PrometheusScrapesEnergyCounters) {
 
 }  // namespace
 }  // namespace erg
+
+namespace erg {
+namespace {
+
+/// ergd started on its own (no parent exported a simulated machine): `ERG_SIMULATE=SPEC ergd` and
+/// `ergd --simulate SPEC` serve SPEC, and a client given the state ergd names shares its hardware.
+class ErgdSimulates : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (ergd's gpu-control group)";
+    ::chmod(dir_.path().c_str(), 0755);
+  }
+  /// `env` with every simulator and daemon variable of this process removed, then `vars`.
+  static std::vector<std::string> clean_env(const std::vector<std::string>& vars) {
+    std::vector<std::string> a = {"env"};
+    for (const char* k : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT", "ERG_DAEMON_SOCK",
+                          "ZEUSD_SOCK_PATH", "CUDA_VISIBLE_DEVICES"}) {
+      a.push_back("-u");
+      a.push_back(k);
+    }
+    a.insert(a.end(), vars.begin(), vars.end());
+    return a;
+  }
+  std::unique_ptr<Child> start(std::vector<std::string> args, const std::string& name) {
+    auto c = std::make_unique<Child>(std::move(args), dir_.path() + "/" + name + ".log");
+    client::Connection conn(client::Endpoint{dir_.path() + "/" + name + ".sock"});
+    for (int i = 0; i < 500; ++i) {
+      auto r = conn.request("GET", "/time");
+      if (r && r->status == 200) return c;
+      std::this_thread::sleep_for(10ms);
+    }
+    ADD_FAILURE() << "ergd did not come up: " << c->output();
+    return c;
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(ErgdSimulates, OnItsOwnFromErgSimulateOrTheFlagAndAClientSharesItsMachine) {
+  for (bool flag : {false, true}) {
+    SCOPED_TRACE(flag ? "ergd --simulate 2xA100" : "ERG_SIMULATE=2xA100 ergd");
+    const std::string name = flag ? "flag" : "env";
+    const std::string socket = dir_.path() + "/" + name + ".sock";
+    auto args = clean_env(flag ? std::vector<std::string>{} : std::vector<std::string>{"ERG_SIMULATE=2xA100"});
+    args.insert(args.end(), {ERGD_PATH, "--socket-path", socket, "--socket-mode", "0666"});
+    if (flag) args.insert(args.end(), {"--simulate", "2xA100"});
+    auto ergd = start(args, name);
+    client::Connection c(client::Endpoint{socket});
+    auto d = c.request("GET", "/discover");
+    ASSERT_TRUE(d);
+    auto dj = json::parse(d->body);
+    EXPECT_EQ(dj["gpus"].size(), 2u) << d->body;
+
+    // ergd names its machine; a client started with that state and ERG_DAEMON_SOCK reads the
+    // limit ergd sets, on its own (local) reads.
+    const std::string log = ergd->output();
+    const auto at = log.find("ERG_SIM_STATE=");
+    ASSERT_NE(at, std::string::npos) << log;
+    const std::string state = log.substr(at + 14, log.find_first_of(" \n", at) - at - 14);
+    auto set = c.request("POST", "/gpu/set_power_limit?gpu_ids=1&power_limit_mw=175000&block=true");
+    ASSERT_TRUE(set);
+    ASSERT_EQ(set->status, 200) << set->body;
+    std::string cmd;
+    for (const auto& a : clean_env({"ERG_SIMULATE=2xA100", "ERG_SIM_STATE=" + state, "ERG_DAEMON_SOCK=" + socket}))
+      cmd += a + " ";
+    auto r = testing::run_shell(cmd + ERG_CLI_PATH + " devices --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["simulated"], true);
+    ASSERT_EQ(j["gpus"].size(), 2u) << r.out;
+    EXPECT_EQ(j["gpus"][1]["power_limit_mw"], 175000) << r.out;
+    EXPECT_NE(j["gpus"][0]["power_limit_mw"], 175000) << r.out;
+  }
+}
+
+TEST_F(ErgdSimulates, AnEmptyOrMalformedSpecIsRefusedNamingIt) {
+  for (auto [extra, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--simulate", ""}, "--simulate needs a spec"},
+           {{"--simulate", "2xQ9"}, "'2xQ9'"}}) {
+    auto args = clean_env({});
+    args.insert(args.end(), {ERGD_PATH, "--socket-path", dir_.path() + "/x.sock"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    Child c(args, dir_.path() + "/x.log");
+    EXPECT_EQ(c.wait_exit(), 2);
+    EXPECT_NE(c.output().find(want), std::string::npos) << c.output();
+  }
+}
+
+}  // namespace
+}  // namespace erg
