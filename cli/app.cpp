@@ -40,9 +40,38 @@ Result<Inventory> Context::discover(const std::vector<unsigned>& gpus, const std
   return std::move(opened->inventory);
 }
 
+namespace {
+CLI::Validator number_check(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          std::size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + text + "' is not a number";
+        }
+        if (zero_allowed ? !(v >= 0) : !(v > 0))
+          return std::string(zero_allowed ? "must be 0 or more" : "must be greater than 0") + " (got " + text + ")";
+        return {};
+      },
+      zero_allowed ? "NUMBER >= 0" : "NUMBER > 0");
+}
+}  // namespace
+
+CLI::Validator positive_number() { return number_check(false); }
+CLI::Validator non_negative_number() { return number_check(true); }
+
 int run(int argc, char** argv) {
   Context ctx;
-  CLI::App app{"erg: measure and optimize the energy of deep-learning work (GPU, CPU and DRAM)", "erg"};
+  CLI::App app{"erg: measure the energy of deep-learning work (GPU, CPU and DRAM)", "erg"};
+  app.footer(
+      "Devices: --simulate SPEC, else ERG_SIMULATE, else a simulated machine inherited through ERG_SIM_STATE, "
+      "else the hardware; ERG_DAEMON_SOCK routes privileged calls through ergd; CUDA_VISIBLE_DEVICES applies.\n"
+      "Exit codes: 0 success; 1 a runtime error (device, driver, file); 2 a bad command line, option value, "
+      "spec, device index or environment variable. erg run exits with its command's status instead (126 not "
+      "executable, 127 not found, 128+N killed by signal N).");
   app.set_version_flag("--version", std::string("erg ") + ERG_VERSION);
   app.add_option("--simulate", ctx.simulate,
                  "Run on a simulated machine, e.g. 4xA100 or 2xH100,1xV100,cpus=2 or a JSON file "

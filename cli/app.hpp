@@ -41,6 +41,10 @@ struct Context {
   Result<Inventory> discover(const std::vector<unsigned>& gpus = {}, const std::vector<unsigned>& cpus = {});
 };
 
+/// Option checks whose messages name the value: "--duration: must be greater than 0 (got -1)".
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
 /// An error that `run` turns into "erg: error: <message>" and `exit_code`.
 struct CliError {
   int exit_code;

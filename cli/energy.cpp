@@ -22,7 +22,7 @@ void add_energy_command(CLI::App& app, Context& ctx) {
   auto opts = std::make_shared<Opts>();
   cmd->add_flag("--json", opts->json, "Print the result as one JSON object on stdout");
   cmd->add_option("--duration", opts->duration, "Stop after this many seconds instead of waiting for Ctrl-C")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--gpus", opts->gpus, "GPUs to measure (erg indices); default all")->delimiter(',');
   cmd->add_option("--cpus", opts->cpus, "CPU packages to measure; default all available")->delimiter(',');
   cmd->add_flag("--no-settle", opts->no_settle,

@@ -38,7 +38,7 @@ void add_power_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--interval", opts->interval, "Seconds between samples (default 1)");
   cmd->add_option("--domain", opts->domain, "GPU power domain: device_instant, device_average or memory_average");
   cmd->add_flag("--json", opts->json, "JSON Lines instead of CSV when not on a terminal");
-  cmd->add_option("--count", opts->count, "Stop after this many samples")->check(CLI::PositiveNumber);
+  cmd->add_option("--count", opts->count, "Stop after this many samples")->check(positive_number());
   cmd->add_option("--gpus", opts->gpus, "GPUs to show (erg indices); default all")->delimiter(',');
 
   cmd->callback([&ctx, opts] {

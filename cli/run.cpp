@@ -110,10 +110,12 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-settle", opts->no_settle,
                 "Return when the command exits instead of waiting (at most one counter period, ~0.1 s) for the "
                 "GPU counters' next update; the last part is then extrapolated (extrapolated_s says how much)");
-  cmd->add_option("command", opts->command, "The command to run, after --")->required();
+  cmd->add_option("command", opts->command, "The command to run, after --");
   cmd->footer("Exits with the command's exit code (128 + signal if it was killed). The summary goes to stderr.");
 
   cmd->callback([&ctx, opts] {
+    if (opts->command.empty())
+      throw CliError{kExitUsage, "erg run needs a command after --, e.g. erg run -- python3 train.py"};
     if (!opts->output.empty())
       if (auto r = check_writable(opts->output); !r) throw CliError{kExitUsage, r.error().message};
     if (!opts->timeline.empty())

@@ -87,10 +87,10 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
   load->add_option("--gpus", opts->gpus, "GPUs to load (physical simulated indices, e.g. 0,1); default all")
       ->delimiter(',');
   load->add_option("--util", opts->util, "Utilization, 0 to 1")->check(CLI::Range(0.0, 1.0));
-  load->add_option("--seconds", opts->seconds, "How long")->check(CLI::PositiveNumber);
+  load->add_option("--seconds", opts->seconds, "How long")->check(positive_number());
   load->add_option("--step-ms", opts->step_ms,
                    "The workload's step period, ms: power ripples at it (0: a steady load, the default)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   load->add_option("--ripple", opts->ripple, "Share of the utilization lost in the low part of each step (0 to 1)")
       ->check(CLI::Range(0.0, 1.0));
   load->add_option("--duty", opts->duty, "Share of each step in its low part (0 to 1; default 0.2)")

@@ -1,4 +1,4 @@
-"""erg: measure and optimize the energy of deep-learning work (GPU, CPU and DRAM).
+"""erg: measure the energy of deep-learning work (GPU, CPU and DRAM).
 
     import erg
     monitor = erg.EnergyMonitor()

@@ -330,31 +330,50 @@ TEST(ErgCli, BadInputIsAOneLineErrorWithNoPartialOutput) {
   std::string locked = dir.path() + "/locked";
   std::filesystem::create_directory(locked);
   ::chmod(locked.c_str(), 0500);
+  // Every misuse: exit code 2 (as `erg --help` documents), one line naming the bad value, and
+  // nothing on stdout.
   struct Case {
     std::string args;
     std::string mentions;
+    std::string env = "";
   };
   std::vector<Case> cases = {
       {"frobnicate", "frobnicate"},
       {"--simulate 4xNOPE devices", "NOPE"},
       {"--simulate '2xA100,,' devices", "simulate"},
-      {"--simulate 2xA100 run --gpus 5 -- true", "5"},
+      {"--simulate '' devices", "--simulate needs a spec"},
+      {"devices", "ERG_SIMULATE spec '9xNOPE'", "ERG_SIMULATE=9xNOPE "},
+      {"devices", "ERG_SIM_STATE=/nonexistent/state", "ERG_SIM_STATE=/nonexistent/state "},
+      {"devices", "CUDA_VISIBLE_DEVICES", "ERG_SIMULATE=1xA100 CUDA_VISIBLE_DEVICES=4 "},
+      {"devices", "ERG_DAEMON_HOST_PORT", "ERG_SIMULATE=1xA100 ERG_DAEMON_HOST_PORT=nope "},
+      {"--simulate 2xA100 run --gpus 5 -- true", "no GPU with index 5 (GPUs: 0-1)"},
+      {"--simulate 2xA100 run --gpus 1,1 -- true", "GPU index 1 is repeated"},
+      {"--simulate 2xA100 energy --cpus 3 --duration 0.1", "no CPU with index 3"},
+      {"--simulate 2xA100 power --gpus 9 --count 1", "no GPU with index 9"},
+      {"--simulate 1xA100 run", "needs a command after --"},
+      {"--simulate 1xA100 run --", "needs a command after --"},
       {"--simulate 1xA100 power --interval 0", "interval"},
+      {"--simulate 1xA100 power --domain sideways --count 1", "sideways"},
+      {"--simulate 1xA100 energy --duration -1", "--duration: must be greater than 0 (got -1)"},
+      {"--simulate 1xA100 simulate load --seconds abc", "'abc' is not a number"},
       {"--simulate 1xA100 run --output /nonexistent-dir/out.json -- true", "/nonexistent-dir/out.json"},
+      {"--simulate 1xA100 run --timeline /nonexistent-dir/t.csv -- true", "/nonexistent-dir/t.csv"},
       {"--simulate 1xA100 run --output " + locked + "/out.json -- true", locked},
   };
   bool root = ::geteuid() == 0;
   for (const auto& c : cases) {
     if (root && c.mentions == locked) continue;  // root writes anywhere
-    auto r = run_shell(clean_env() + erg() + " " + c.args);
-    EXPECT_NE(r.exit_code, 0) << c.args;
+    auto r = run_shell(clean_env() + c.env + erg() + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
     EXPECT_TRUE(one_line(r.err)) << c.args << ": " << r.err;
-    EXPECT_NE(r.err.find(c.mentions), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.mentions), std::string::npos) << c.env << c.args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
   }
   EXPECT_FALSE(std::filesystem::exists("/nonexistent-dir/out.json"));
   EXPECT_TRUE(std::filesystem::is_empty(locked));
   ::chmod(locked.c_str(), 0700);
+  auto help = run_shell(erg() + " --help");
+  EXPECT_NE(help.out.find("Exit codes: 0 success; 1 a runtime error"), std::string::npos) << help.out;
 }
 
 TEST(ErgCli, HelpOnEverySubcommandAndVersion) {
