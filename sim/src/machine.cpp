@@ -499,6 +499,9 @@ Result<fs::path> Machine::driver_library_path() {
 #ifdef ERG_SIM_BUILD_DRIVER_PATH
   if (fs::exists(ERG_SIM_BUILD_DRIVER_PATH, ec)) return fs::path(ERG_SIM_BUILD_DRIVER_PATH);
 #endif
+#ifdef ERG_SIM_INSTALL_DRIVER_PATH  // a program linked against an installed erg (find_package(erg))
+  if (fs::exists(ERG_SIM_INSTALL_DRIVER_PATH, ec)) return fs::path(ERG_SIM_INSTALL_DRIVER_PATH);
+#endif
   return fail(ErrorCode::kNotFound,
               "the simulated libnvidia-ml.so.1 was not found (set ERG_SIM_NVML_LIBRARY or build target erg_sim_nvml)");
 }

@@ -131,7 +131,7 @@ class Machine {
   /// environment (inherited by children). Fails if the simulated driver library cannot be found.
   Result<void> export_env() const;
   /// Path of the simulated libnvidia-ml.so.1: $ERG_SIM_NVML_LIBRARY, else next to the running
-  /// executable's install tree, else the build tree.
+  /// executable's install tree, else the build tree, else the install prefix erg was built for.
   static Result<std::filesystem::path> driver_library_path();
 
   [[nodiscard]] const std::filesystem::path& dir() const;
