@@ -110,9 +110,14 @@ RemoteGpu::RemoteGpu(std::shared_ptr<DaemonClient> client, unsigned index, unsig
   caps_.power_limit = true;
   caps_.persistence_mode = true;
   caps_.setters_need_privilege = false;  // ergd holds the privilege
+  // Not over the API: default limit, clock lists, temperature, reading timestamps (false above).
 }
 
 Result<MilliJoules> RemoteGpu::total_energy() {
+  // The daemon answers 400 for a GPU without a counter (zeusd maps NotSupported there too),
+  // which would read as InvalidArgument: its discovery already said there is none.
+  if (!caps_.energy_counter)
+    return fail(ErrorCode::kNotSupported, "ergd reports no energy counter for GPU " + std::to_string(remote_id_));
   auto j = client_->get("/gpu/get_cumulative_energy?" + ids());
   if (!j) return fail(j.error());
   return MilliJoules(static_cast<double>(j->at(std::to_string(remote_id_)).at("energy_mj").get<std::uint64_t>()));

@@ -10,7 +10,7 @@ namespace {
 // NVML_DEVICE_ARCH_* values (see backends/nvml/include/erg/backends/nvml/nvml_abi.h).
 constexpr unsigned kPascal = 4, kVolta = 5, kTuring = 6, kAmpere = 7, kHopper = 9;
 
-Sku make(std::string_view key, std::string_view name, unsigned arch) {
+constexpr Sku make(std::string_view key, std::string_view name, unsigned arch) {
   Sku s;
   s.key = key;
   s.name = name;
@@ -27,7 +27,7 @@ Sku make(std::string_view key, std::string_view name, unsigned arch) {
 // fully busy GPU; idle_w alone is a plausible idle board power.
 constexpr double kA = CalibrationLoad::kMeanActivity;
 
-std::array<Sku, 6> build() {
+constexpr std::array<Sku, 6> build() {
   std::array<Sku, 6> t{};
   {
     Sku s = make("V100", "Tesla V100-PCIE-32GB", kVolta);
@@ -111,10 +111,9 @@ std::array<Sku, 6> build() {
   return t;
 }
 
-const std::array<Sku, 6>& table() {
-  static const std::array<Sku, 6> t = build();
-  return t;
-}
+// Constant-initialized (no guard variable: the simulated driver links no C++ runtime).
+constexpr std::array<Sku, 6> kTable = build();
+const std::array<Sku, 6>& table() { return kTable; }
 
 // Lower-case letters and digits only: "RTX 6000" == "rtx6000" == "Rtx-6000".
 bool same_key(std::string_view a, std::string_view b) {

@@ -121,6 +121,11 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
 
 double decay(double tau_ms) { return std::exp(-1.0 / tau_ms); }  // per 1 ms step
 
+// Per-step factors of the physics lags. Namespace scope, not function-local statics: those need
+// the C++ runtime's guard functions, which the simulated driver does not link.
+const double kUp = 1.0 - decay(kClockUpTauMs), kDown = 1.0 - decay(kClockDownTauMs);
+const double kElec = 1.0 - decay(kElecTauMs), kTrans = decay(kTransientTauMs);
+
 std::int64_t tick_time(const TickSeries& t, std::int64_t k) {
   std::int64_t base = t.origin_ns + k * t.period_ns;
   if (t.jitter_ns > 0.0) {
@@ -195,8 +200,6 @@ void evaluate(GpuState& g, std::int64_t t) {
 /// The physics step that starts at `t` (faithful model only).
 void physics_step(GpuState& g, std::int64_t t) {
   const Sku& sku = sku_of(g);
-  static const double kUp = 1.0 - decay(kClockUpTauMs), kDown = 1.0 - decay(kClockDownTauMs);
-  static const double kElec = 1.0 - decay(kElecTauMs), kTrans = decay(kTransientTauMs);
   const double target = g.target_clock_mhz;
   g.clock_mhz += (target - g.clock_mhz) * (target < g.clock_mhz ? kDown : kUp);
   if (std::abs(g.clock_mhz - target) < 0.5) g.clock_mhz = target;

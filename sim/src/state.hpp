@@ -23,6 +23,7 @@
 
 #include <cstdint>
 
+#include "erg/sim/sim_call.hpp"
 #include "erg/sim/sku.hpp"
 
 namespace erg::sim::detail {
@@ -34,6 +35,7 @@ inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
 inline constexpr unsigned kTickRing = 1024;  // energy-counter updates kept per GPU: ~100 s at 100 ms
 inline constexpr unsigned kCallKinds = 32;   // ≥ SimCall::kCount
+static_assert(kCallKinds >= static_cast<unsigned>(SimCall::kCount));
 inline constexpr unsigned kSpecTextSize = 16384;
 inline constexpr unsigned kPathSize = 4096;
 /// Physics step: power is constant within one.

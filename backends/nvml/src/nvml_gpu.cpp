@@ -148,6 +148,22 @@ void NvmlGpu::probe() {
   if (architecture_id_ != NVML_DEVICE_ARCH_UNKNOWN)
     caps.power_update_period = std::chrono::milliseconds(architecture_id_ >= NVML_DEVICE_ARCH_AMPERE ? 100 : 20);
 
+  // Readings carry the field values' timestamps when every field they read (the counter's, each
+  // domain's) answered with one at discovery; else no reading carries one, so that
+  // `reading_timestamps` describes every reading (energy_reading falls back to the plain counter
+  // call on a driver without the counter field).
+  bool stamped = nvml_.nvmlDeviceGetFieldValues != nullptr;
+  bool any_stamped = false;
+  if (stamped && caps.energy_counter) {
+    nvmlFieldValue_t value{};
+    value.fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+    value.scopeId = NVML_POWER_SCOPE_GPU;
+    double number = 0.0;
+    stamped = nvml_.nvmlDeviceGetFieldValues(device_, 1, &value) == NVML_SUCCESS && value.nvmlReturn == NVML_SUCCESS &&
+              field_number(value, number) && value.timestamp > 0;
+    any_stamped = stamped;
+  }
+
   // Power domains: once per domain, the first scope that answers SUCCESS wins.
   if (nvml_.nvmlDeviceGetFieldValues != nullptr) {
     for (const auto& field : kPowerFields) {
@@ -161,6 +177,8 @@ void NvmlGpu::probe() {
             field_number(value, number)) {
           power_scope_[domain_slot(field.domain)] = *scope;
           caps.power_domains.push_back(field.domain);
+          stamped = stamped && value.timestamp > 0;
+          any_stamped = any_stamped || value.timestamp > 0;
           break;
         }
       }
@@ -175,6 +193,9 @@ void NvmlGpu::probe() {
   nvmlEnableState_t mode = NVML_FEATURE_DISABLED;
   caps.persistence_mode = nvml_.nvmlDeviceGetPersistenceMode != nullptr &&
                           nvml_.nvmlDeviceGetPersistenceMode(device_, &mode) == NVML_SUCCESS;
+  caps.default_power_limit = default_power_limit().has_value();
+  caps.temperature = temperature().has_value();
+  caps.reading_timestamps = stamped && any_stamped;
   // NVML's setters need root or CAP_SYS_ADMIN (vendor-abi.md §1.6).
   caps.setters_need_privilege = true;
 }
@@ -238,7 +259,8 @@ Result<EnergyReading> NvmlGpu::energy_reading() {
     return out;
   }
   out->energy = MilliJoules(energy_mj);
-  if (values[0].timestamp > 0) out->updated_at.emplace(std::chrono::microseconds(values[0].timestamp));
+  if (capabilities_.reading_timestamps && values[0].timestamp > 0)
+    out->updated_at.emplace(std::chrono::microseconds(values[0].timestamp));
   double mw = 0.0;
   if (count == 2 && values[1].nvmlReturn == NVML_SUCCESS && field_number(values[1], mw)) out->power.emplace(mw);
   return out;
@@ -270,7 +292,8 @@ Result<PowerReading> NvmlGpu::read_power_field(unsigned field_id, unsigned scope
                                              std::to_string(static_cast<int>(value.valueType)));
   }
   PowerReading reading{MilliWatts(mw), std::nullopt};
-  if (value.timestamp > 0) reading.updated_at = std::chrono::microseconds(value.timestamp);
+  if (capabilities_.reading_timestamps && value.timestamp > 0)
+    reading.updated_at = std::chrono::microseconds(value.timestamp);
   return reading;
 }
 

@@ -150,6 +150,9 @@ TEST(NvmlLibrary, PartialLibraryGivesNotSupportedNeverACrash) {
   EXPECT_FALSE(caps.power_limit);
   EXPECT_FALSE(caps.clocks);
   EXPECT_FALSE(caps.persistence_mode);
+  EXPECT_FALSE(caps.default_power_limit);
+  EXPECT_FALSE(caps.temperature);
+  EXPECT_FALSE(caps.reading_timestamps);
   EXPECT_TRUE(caps.setters_need_privilege);
   EXPECT_FALSE(caps.energy_update_period);
   EXPECT_FALSE(caps.power_update_period);

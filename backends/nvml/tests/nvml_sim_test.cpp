@@ -101,6 +101,9 @@ TEST_F(NvmlSim, DescribesEachGpu) {
     EXPECT_TRUE(caps.power_limit);
     EXPECT_TRUE(caps.clocks);
     EXPECT_TRUE(caps.persistence_mode);
+    EXPECT_TRUE(caps.default_power_limit);
+    EXPECT_TRUE(caps.temperature);
+    EXPECT_TRUE(caps.reading_timestamps);  // field values with timestamps
   }
   EXPECT_FALSE(gpus[2]->capabilities().energy_counter);
   EXPECT_FALSE(gpus[2]->capabilities().energy_update_period);

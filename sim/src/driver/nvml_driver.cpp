@@ -2,10 +2,15 @@
 // (backends/nvml/include/erg/backends/nvml/nvml_abi.h) over the shared state of a simulated
 // machine (ERG_SIM_STATE). Units, error codes and buffer protocols follow vendor-abi.md Part 1.
 //
-// Every exported function catches everything: nothing may throw across the C boundary.
-// Only nvml* symbols are exported (-fvisibility=hidden plus a version script).
+// Nothing may throw across the C boundary, and the library depends on libc and pthreads only
+// (sim/tests/check_driver_needed.cmake): it is built with -fno-exceptions and uses no part of the
+// C++ runtime (no std::mutex, no guarded statics, no operator new), so nothing can throw.
+// It includes the shared state (state.hpp), the call ids (erg/sim/sim_call.hpp) and the NVML ABI
+// (nvml_abi.h), never the control API or erg/core. Only nvml* symbols are exported
+// (-fvisibility=hidden plus a version script).
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,12 +21,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <shared_mutex>
 #include <utility>
 
 #include "erg/backends/nvml/nvml_abi.h"
-#include "erg/sim/machine.hpp"
+#include "erg/sim/sim_call.hpp"
 #include "state.hpp"
 
 #define ERG_NVML_EXPORT extern "C" __attribute__((visibility("default")))
@@ -46,14 +49,30 @@ constexpr unsigned kClockLimitIdRangeStart = 0xffffff00u;
 
 // Library-wide state: the mapping and the init refcount. Calls hold `g_lib` shared; init and
 // shutdown hold it exclusively, so a mapping is never removed under a running call.
-std::shared_mutex g_lib;
+pthread_rwlock_t g_lib = PTHREAD_RWLOCK_INITIALIZER;
+
+/// Holds `g_lib` shared (calls) or exclusively (init, shutdown) for a scope.
+class LibLock {
+ public:
+  enum Kind { kShared, kExclusive };
+  explicit LibLock(Kind kind) {
+    if (kind == kShared) {
+      ::pthread_rwlock_rdlock(&g_lib);
+    } else {
+      ::pthread_rwlock_wrlock(&g_lib);
+    }
+  }
+  ~LibLock() { ::pthread_rwlock_unlock(&g_lib); }
+  LibLock(const LibLock&) = delete;
+  LibLock& operator=(const LibLock&) = delete;
+};
 int g_refcount = 0;
 int g_fd = -1;
 State* g_state = nullptr;
 nvmlDevice_st g_handles[detail::kMaxGpus];
 
 nvmlReturn_t do_init() {
-  std::unique_lock lk(g_lib);
+  LibLock lk(LibLock::kExclusive);
   if (g_refcount > 0) {
     ++g_refcount;
     return NVML_SUCCESS;
@@ -87,7 +106,7 @@ nvmlReturn_t do_init() {
 }
 
 nvmlReturn_t do_shutdown() {
-  std::unique_lock lk(g_lib);
+  LibLock lk(LibLock::kExclusive);
   // "no error is reported if nvmlShutdown() is called more times than nvmlInit()" (header).
   if (g_refcount == 0) return NVML_SUCCESS;
   if (--g_refcount == 0) {
@@ -120,32 +139,28 @@ void count_call(GpuState& g, SimCall call) {
 /// what the sensors report keeps the default.
 template <class F>
 nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f, Lock::Kind kind = Lock::kControl) noexcept {
-  try {
-    std::shared_lock lk(g_lib);
-    State* s = g_state;
-    if (s == nullptr) return NVML_ERROR_UNINITIALIZED;
-    if (device == nullptr || device < g_handles || device >= g_handles + detail::kMaxGpus ||
-        device->index >= s->gpu_count)
-      return NVML_ERROR_INVALID_ARGUMENT;
-    Lock lock(s, kind);
-    GpuState& g = s->gpus[device->index];
-    count_call(g, call);
-    // Counted here, not on the lock-free path (one atomic fewer there): lock_free_reads() is
-    // every call less these.
-    std::atomic_ref(g.locked_calls).fetch_add(1, std::memory_order_relaxed);
-    if (g.lost) return NVML_ERROR_GPU_IS_LOST;
-    for (auto& fault : g.faults) {
-      if (fault.call < 0 || fault.remaining == 0) continue;
-      if (fault.call != static_cast<int>(SimCall::kAny) && fault.call != static_cast<int>(call)) continue;
-      if (fault.remaining > 0) --fault.remaining;
-      return static_cast<nvmlReturn_t>(fault.nvml_return);
-    }
-    detail::advance_gpu(g, detail::sim_now(*s));
-    if (kind == Lock::kRead) detail::publish_snapshot(*s, g);
-    return f(*s, g);
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
+  LibLock lk(LibLock::kShared);
+  State* s = g_state;
+  if (s == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (device == nullptr || device < g_handles || device >= g_handles + detail::kMaxGpus ||
+      device->index >= s->gpu_count)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  Lock lock(s, kind);
+  GpuState& g = s->gpus[device->index];
+  count_call(g, call);
+  // Counted here, not on the lock-free path (one atomic fewer there): lock_free_reads() is
+  // every call less these.
+  std::atomic_ref(g.locked_calls).fetch_add(1, std::memory_order_relaxed);
+  if (g.lost) return NVML_ERROR_GPU_IS_LOST;
+  for (auto& fault : g.faults) {
+    if (fault.call < 0 || fault.remaining == 0) continue;
+    if (fault.call != static_cast<int>(SimCall::kAny) && fault.call != static_cast<int>(call)) continue;
+    if (fault.remaining > 0) --fault.remaining;
+    return static_cast<nvmlReturn_t>(fault.nvml_return);
   }
+  detail::advance_gpu(g, detail::sim_now(*s));
+  if (kind == Lock::kRead) detail::publish_snapshot(*s, g);
+  return f(*s, g);
 }
 
 /// A sensor read: first without the lock from the GPU's published readings, when they are
@@ -153,8 +168,8 @@ nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f, Lock::Kind ki
 /// fields the snapshot does not hold); else device_call with `f`. Same counts, same results.
 template <class Fast, class F>
 nvmlReturn_t sensor_call(nvmlDevice_t device, SimCall call, Fast&& fast, F&& f) noexcept {
-  try {
-    std::shared_lock lk(g_lib);
+  {
+    LibLock lk(LibLock::kShared);
     State* s = g_state;
     if (s != nullptr && device != nullptr && device >= g_handles && device < g_handles + detail::kMaxGpus &&
         device->index < s->gpu_count) {
@@ -166,8 +181,6 @@ nvmlReturn_t sensor_call(nvmlDevice_t device, SimCall call, Fast&& fast, F&& f) 
         return rc;
       }
     }
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
   }
   return device_call(device, call, std::forward<F>(f), Lock::kRead);
 }
@@ -258,26 +271,14 @@ unsigned mem_clock_at(const Sku& sku, unsigned i) { return sku.mem_clocks_mhz[i]
 
 // --- init, errors, system ------------------------------------------------------------------
 
-ERG_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) {
-  try {
-    return do_init();
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
-}
+ERG_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) { return nvmlInit_v2(); }
 
 /// The unversioned v1 name, still exported by the real library for old binaries.
 ERG_NVML_EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
 
-ERG_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) {
-  try {
-    return do_shutdown();
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
-}
+ERG_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) { return do_shutdown(); }
 
 ERG_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
   // DCGM's table (vendor-abi.md §1.4); codes without an entry there read "Unknown Error".
@@ -309,13 +310,9 @@ ERG_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
-  try {
-    std::shared_lock lk(g_lib);
-    if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
-    return copy_string(kDriverVersion, version, length);
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
+  LibLock lk(LibLock::kShared);
+  if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
+  return copy_string(kDriverVersion, version, length);
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
@@ -325,15 +322,11 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned in
 // --- devices -------------------------------------------------------------------------------
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
-  try {
-    std::shared_lock lk(g_lib);
-    if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
-    if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *deviceCount = g_state->gpu_count;
-    return NVML_SUCCESS;
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
+  LibLock lk(LibLock::kShared);
+  if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
+  if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *deviceCount = g_state->gpu_count;
+  return NVML_SUCCESS;
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
@@ -341,13 +334,11 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
-  try {
-    std::shared_lock lk(g_lib);
+  {
+    LibLock lk(LibLock::kShared);
     if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
     if (index >= g_state->gpu_count || index >= detail::kMaxGpus || device == nullptr)
       return NVML_ERROR_INVALID_ARGUMENT;
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
   }
   nvmlDevice_t handle = &g_handles[index];
   return device_call(handle, SimCall::kGetHandle, [&](State&, GpuState&) {
@@ -362,16 +353,14 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvml
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   unsigned index = 0;
-  try {
-    std::shared_lock lk(g_lib);
+  {
+    LibLock lk(LibLock::kShared);
     if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     Lock lock(g_state);
     for (index = 0; index < g_state->gpu_count; ++index)
       if (std::strncmp(g_state->gpus[index].uuid, uuid, sizeof g_state->gpus[index].uuid) == 0) break;
     if (index >= g_state->gpu_count) return NVML_ERROR_NOT_FOUND;
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
   }
   nvmlDevice_t handle = &g_handles[index];
   return device_call(handle, SimCall::kGetHandle, [&](State&, GpuState&) {

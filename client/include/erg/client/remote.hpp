@@ -36,8 +36,11 @@ class DaemonClient {
 };
 
 /// A GPU served by the daemon (daemon id `remote_id`). Reads and setters all go through ergd.
-/// Not available over the API (→ kNotSupported): power domains other than device_instant,
-/// default power limit, clock lists, temperature. reset_power_limit sets the maximum limit.
+/// Not available over the API (→ kNotSupported, and the capabilities say so): power domains
+/// other than device_instant, default power limit (reset_power_limit sets the maximum limit),
+/// clock lists, temperature, reading timestamps (energy_reading/power_reading carry no
+/// updated_at), and the energy counter of a GPU the daemon reports without one. The uuid is
+/// made up ("ergd-gpu-N"): the API does not report it.
 class RemoteGpu final : public Gpu {
  public:
   RemoteGpu(std::shared_ptr<DaemonClient> client, unsigned index, unsigned remote_id,
@@ -78,7 +81,8 @@ class RemoteGpu final : public Gpu {
 };
 
 /// A local GPU whose reads stay local (NVML reads need no privilege) and whose setters go
-/// through ergd.
+/// through ergd. Every read, energy_reading and power_reading included, is the local GPU's, and
+/// so are the capabilities (setters_need_privilege aside).
 class HybridGpu final : public Gpu {
  public:
   HybridGpu(std::shared_ptr<Gpu> local, std::shared_ptr<RemoteGpu> remote);
@@ -91,7 +95,10 @@ class HybridGpu final : public Gpu {
   const std::string& architecture() const override { return local_->architecture(); }
   const GpuCapabilities& capabilities() const override { return caps_; }
   Result<MilliJoules> total_energy() override { return local_->total_energy(); }
+  /// Forwarded, so the driver's timestamps reach measure/ (capabilities are the local GPU's).
+  Result<EnergyReading> energy_reading() override { return local_->energy_reading(); }
   Result<MilliWatts> power(PowerDomain d) override { return local_->power(d); }
+  Result<PowerReading> power_reading(PowerDomain d) override { return local_->power_reading(d); }
   Result<MilliWatts> power_limit() override { return local_->power_limit(); }
   Result<PowerLimitConstraints> power_limit_constraints() override { return local_->power_limit_constraints(); }
   Result<MilliWatts> default_power_limit() override { return local_->default_power_limit(); }

@@ -39,6 +39,17 @@ struct GpuCapabilities {
   bool power_limit = false;                ///< Power limit can be read.
   bool clocks = false;                     ///< Supported clocks can be listed.
   bool persistence_mode = false;           ///< Persistence mode can be read.
+  bool temperature = false;                ///< temperature() can be read.
+  /// default_power_limit() can be read; reset_power_limit() restores it. Without it (ergd's
+  /// API has no such call) default_power_limit() is NotSupported and reset_power_limit() sets
+  /// the maximum limit, as zeusd's clients do.
+  bool default_power_limit = false;
+  /// energy_reading() and power_reading() carry `updated_at`: the driver's time for the value
+  /// (NVML field values: the sensor's update time, or on some drivers the time of the query; a
+  /// caller tells them apart, see measure/CounterHistory). False where the source gives no time
+  /// (ergd's HTTP API): `updated_at` is then always nullopt, and readings are timed by the caller.
+  /// A backend that wraps another (the client's HybridGpu) reports what it forwards.
+  bool reading_timestamps = false;
   /// Setting limits/clocks/persistence needs privilege (root or CAP_SYS_ADMIN) on this backend.
   bool setters_need_privilege = true;
   /// How often the energy counter changes; nullopt if unknown.
@@ -80,6 +91,9 @@ class Gpu {
   [[nodiscard]] virtual unsigned physical_index() const = 0;  ///< Vendor library index.
   [[nodiscard]] virtual GpuVendor vendor() const = 0;
   [[nodiscard]] virtual const std::string& name() const = 0;
+  /// The vendor's UUID ("GPU-…" for NVIDIA); empty when the driver does not report it. A backend
+  /// that cannot learn it (RemoteGpu) makes up an id that is unique among its GPUs and cannot be
+  /// taken for a vendor UUID.
   [[nodiscard]] virtual const std::string& uuid() const = 0;
   /// PCI address "dddd:bb:dd.f" (lowercase hex, as sysfs and zeusd write it); empty when unknown.
   [[nodiscard]] virtual const std::string& pci_address() const {
@@ -93,7 +107,9 @@ class Gpu {
   /// Cumulative energy since the driver was loaded. NotSupported before Volta.
   virtual Result<MilliJoules> total_energy() = 0;
   /// The energy counter with its update time and the instant power, in one driver call where
-  /// the backend can (NVML field values). Default: total_energy() with nothing else known.
+  /// the backend can (NVML field values). `energy` is total_energy()'s counter; `updated_at` is
+  /// present exactly when capabilities().reading_timestamps. Default: total_energy() with
+  /// nothing else known (a backend that overrides neither reports reading_timestamps = false).
   virtual Result<EnergyReading> energy_reading() {
     auto e = total_energy();
     if (!e) return fail(e.error());
@@ -101,7 +117,8 @@ class Gpu {
   }
   /// Power in the given domain. NotSupported if the domain is not readable.
   virtual Result<MilliWatts> power(PowerDomain domain) = 0;
-  /// power() with the sensor's update time where the backend knows it (NVML field values).
+  /// power() with the sensor's update time where the backend knows it (NVML field values):
+  /// `updated_at` is present exactly when capabilities().reading_timestamps.
   virtual Result<PowerReading> power_reading(PowerDomain domain) {
     auto p = power(domain);
     if (!p) return fail(p.error());
@@ -110,15 +127,19 @@ class Gpu {
 
   virtual Result<MilliWatts> power_limit() = 0;
   virtual Result<PowerLimitConstraints> power_limit_constraints() = 0;
+  /// NotSupported unless capabilities().default_power_limit.
   virtual Result<MilliWatts> default_power_limit() = 0;
   /// Needs privilege; out of range → InvalidArgument. Skips the driver call if unchanged.
   virtual Result<void> set_power_limit(MilliWatts limit) = 0;
-  /// Back to the default limit. Needs privilege.
+  /// Back to the default limit (the maximum where the default is unknown, see
+  /// GpuCapabilities::default_power_limit). Needs privilege.
   virtual Result<void> reset_power_limit() = 0;
 
+  /// NotSupported unless capabilities().persistence_mode.
   virtual Result<bool> persistence_mode() = 0;
   virtual Result<void> set_persistence_mode(bool enabled) = 0;  ///< Needs privilege.
 
+  /// The clock lists are NotSupported unless capabilities().clocks.
   virtual Result<std::vector<Megahertz>> supported_memory_clocks() = 0;
   virtual Result<std::vector<Megahertz>> supported_graphics_clocks(Megahertz memory_clock) = 0;
   virtual Result<void> set_gpu_locked_clocks(Megahertz min, Megahertz max) = 0;  ///< Needs privilege.
@@ -126,7 +147,7 @@ class Gpu {
   virtual Result<void> set_memory_locked_clocks(Megahertz min, Megahertz max) = 0;  ///< Needs privilege.
   virtual Result<void> reset_memory_locked_clocks() = 0;
 
-  /// GPU core temperature in °C.
+  /// GPU core temperature in °C. NotSupported unless capabilities().temperature.
   virtual Result<int> temperature() = 0;
 };
 

@@ -1,7 +1,9 @@
 #pragma once
 /// In-process fake devices that implement the core interfaces at (almost) zero cost: every
 /// reading is an atomic load of a value the test or benchmark sets. For logic tests of
-/// measure/ and for benchmarks that must exclude driver cost. Thread-safe.
+/// measure/ and for benchmarks that must exclude driver cost. Thread-safe. Both pass the
+/// conformance suites (tests/conformance); a FakeCpu's energies are the values the test sets,
+/// which gives the interface's "since the first read" when the test starts them at 0.
 
 #include <atomic>
 #include <string>
@@ -28,6 +30,11 @@ class FakeGpu final : public Gpu {
     caps_.energy_counter = energy_counter;
     caps_.power_domains = {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage};
     caps_.power_limit = true;
+    caps_.clocks = true;
+    caps_.persistence_mode = true;
+    caps_.temperature = true;
+    caps_.default_power_limit = true;
+    // reading_timestamps stays false: readings carry no driver time (the Gpu defaults).
     if (energy_counter) caps_.energy_update_period = std::chrono::milliseconds(100);
   }
 

@@ -24,45 +24,11 @@
 #include "erg/core/clock.hpp"
 #include "erg/core/result.hpp"
 #include "erg/core/units.hpp"
+#include "erg/sim/sim_call.hpp"
 #include "erg/sim/sku.hpp"
 #include "erg/sim/spec.hpp"
 
 namespace erg::sim {
-
-/// NVML entry points of the simulated driver, for fault injection and call counts.
-enum class SimCall : int {
-  kAny = 0,  ///< Matches every call (fault injection only).
-  kGetName,
-  kGetUuid,
-  kGetArchitecture,
-  kGetTotalEnergyConsumption,
-  kGetFieldValues,
-  kGetPowerUsage,
-  kGetPowerManagementLimit,
-  kGetPowerManagementLimitConstraints,
-  kGetPowerManagementDefaultLimit,
-  kSetPowerManagementLimit,
-  kGetPersistenceMode,
-  kSetPersistenceMode,
-  kGetSupportedMemoryClocks,
-  kGetSupportedGraphicsClocks,
-  kGetClockInfo,
-  kSetGpuLockedClocks,
-  kResetGpuLockedClocks,
-  kSetMemoryLockedClocks,
-  kResetMemoryLockedClocks,
-  kGetTemperature,
-  kGetHandle,
-  kGetPciInfo,
-  kCount
-};
-
-/// Who may call the simulated setters (power limit, clocks, persistence).
-enum class Privilege {
-  kRootOnly,  ///< Callers with euid 0 (default; like the real driver without CAP_SYS_ADMIN).
-  kEveryone,
-  kNobody,
-};
 
 /// A snapshot of one simulated GPU's controllable state.
 struct GpuStatus {
