@@ -69,8 +69,9 @@ Result<Opened> simulation(const DeviceOptions& o) {
     if (!out.machine) {
       auto parsed = sim::parse_spec(**spec);
       if (!parsed)
-        return fail(ErrorCode::kInvalidArgument, std::string("invalid ") + (o.simulate ? "--simulate" : "ERG_SIMULATE") +
-                                                     " spec '" + **spec + "': " + parsed.error().message);
+        return fail(ErrorCode::kInvalidArgument, std::string("invalid ") +
+                                                     (o.simulate ? "--simulate" : "ERG_SIMULATE") + " spec '" + **spec +
+                                                     "': " + parsed.error().message);
       auto created = sim::Machine::create_temp(*parsed);
       if (!created) return fail(created.error());
       out.machine = std::move(*created);
@@ -94,8 +95,8 @@ Result<std::vector<unsigned>> check_indices(const std::optional<std::vector<unsi
   std::set<unsigned> seen;
   for (unsigned i : *wanted) {
     if (i >= count) {
-      std::string there = count == 0 ? std::string("none found")
-                                     : (count == 1 ? std::string("0") : "0-" + std::to_string(count - 1));
+      std::string there =
+          count == 0 ? std::string("none found") : (count == 1 ? std::string("0") : "0-" + std::to_string(count - 1));
       return fail(ErrorCode::kNotFound,
                   std::string("no ") + kind + " with index " + std::to_string(i) + " (" + kind + "s: " + there + ")");
     }

@@ -2,13 +2,14 @@
 // ERG_SIM_STATE and the ergd variables, index checks and CUDA_VISIBLE_DEVICES, over the simulated
 // machine (the real NVML backend on the simulated driver).
 
+#include "erg/devices/devices.hpp"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <string>
 
-#include "erg/devices/devices.hpp"
 #include "erg/sim/machine.hpp"
 
 namespace erg::devices {

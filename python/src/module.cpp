@@ -314,8 +314,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("cpus", [](const PyInventory& i) { return i.inv.cpus; })
       .def_property_readonly("unavailable", [](const PyInventory& i) { return i.inv.unavailable; })
       .def_property_readonly("simulated", [](const PyInventory& i) { return i.inv.simulated; })
-      .def_property_readonly("machine", [](const PyInventory& i) { return i.machine; },
-                             "The simulated machine (None on hardware)");
+      .def_property_readonly(
+          "machine", [](const PyInventory& i) { return i.machine; }, "The simulated machine (None on hardware)");
 
   m.def(
       "discover",

@@ -44,7 +44,7 @@ int main() {
   if (!s0 || !s1) return 1;
   const double truth = (*s1 - *s0).value();
   const double error = std::abs(measured - truth) / truth;
-  std::printf("{\"simulated\": true, \"gpu_energy_j\": %.3f, \"sensor_energy_j\": %.3f, \"error\": %.5f}\n",
-              measured, truth, error);
+  std::printf("{\"simulated\": true, \"gpu_energy_j\": %.3f, \"sensor_energy_j\": %.3f, \"error\": %.5f}\n", measured,
+              truth, error);
   return error < 0.01 ? 0 : 2;
 }

@@ -491,8 +491,7 @@ TEST_F(ErgdSimulates, OnItsOwnFromErgSimulateOrTheFlagAndAClientSharesItsMachine
 
 TEST_F(ErgdSimulates, AnEmptyOrMalformedSpecIsRefusedNamingIt) {
   for (auto [extra, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{"--simulate", ""}, "--simulate needs a spec"},
-           {{"--simulate", "2xQ9"}, "'2xQ9'"}}) {
+           {{"--simulate", ""}, "--simulate needs a spec"}, {{"--simulate", "2xQ9"}, "'2xQ9'"}}) {
     auto args = clean_env({});
     args.insert(args.end(), {ERGD_PATH, "--socket-path", dir_.path() + "/x.sock"});
     args.insert(args.end(), extra.begin(), extra.end());
