@@ -23,15 +23,22 @@ void put_u64(std::string& out, std::uint64_t v) {
 /// appends the entry's fields without braces.
 template <class Read, class Fields>
 Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read read, Fields fields) {
-  std::vector<unsigned> ids;
-  if (auto bad = select_ids(query, "gpu_ids", devices.gpus.size(), "GPU", ids)) return std::move(*bad);
+  const std::size_t count = devices.gpus.size();
+  std::vector<unsigned> ids;  // empty: every GPU, 0..count-1 (no list to build on the hot path)
+  if (query.get("gpu_ids")) {
+    if (auto bad = select_ids(query, "gpu_ids", count, "GPU", ids)) return std::move(*bad);
+  } else if (count > 10) {
+    for (unsigned i = 0; i < count; ++i) ids.push_back(i);
+  }
   if (ids.size() > 1 && ids.back() >= 10)
     std::sort(ids.begin(), ids.end(), [](unsigned a, unsigned b) { return std::to_string(a) < std::to_string(b); });
+  const std::size_t n = ids.empty() ? count : ids.size();
   std::map<unsigned, Error> errors;
   std::string body;
-  body.reserve(16 + ids.size() * 48);
+  body.reserve(16 + n * 48);
   body += '{';
-  for (unsigned id : ids) {
+  for (std::size_t k = 0; k < n; ++k) {
+    unsigned id = ids.empty() ? static_cast<unsigned>(k) : ids[k];
     auto value = read(*devices.gpus[id].gpu);
     if (!value) {
       errors.emplace(id, std::move(value.error()));

@@ -3,7 +3,7 @@
 namespace erg::daemon {
 
 Reply metrics(PrometheusExposition& exposition) {
-  return Reply{{200, std::string(PrometheusExposition::kContentType), exposition.scrape(), {}}, std::nullopt};
+  return Reply{{200, PrometheusExposition::kContentType, exposition.scrape(), {}}, std::nullopt};
 }
 
 }  // namespace erg::daemon
