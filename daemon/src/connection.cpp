@@ -82,10 +82,9 @@ void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
   char chunk[16384];
   protocol::HttpRequest request;
   protocol::HttpLimits limits;
-  // One clock read per request, after its reply: a request that arrives whole in one recv (the
-  // usual case) needs no other. The watchdog enforces the deadlines; a deadline that passed
-  // before the wait ends that wait at the watchdog's next check.
-  auto idle_since = Clock::now();     // when the connection last went idle
+  // No clock read per request: an idle wait (the connection between requests) gets its deadline
+  // from the watchdog; only a request that arrives in pieces reads the clock, once, for its
+  // request_timeout.
   Clock::time_point request_since{};  // when the first bytes of a partial request were seen
   bool partial = false;               // request_since is set
   while (!stopping_.load()) {
@@ -99,14 +98,14 @@ void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
         request_since = Clock::now();
         partial = true;
       }
-      auto limit = buf.empty() ? idle_since + config_.idle_timeout : request_since + config_.request_timeout;
       // Blocking recv without a kernel timer: one syscall per request. The watchdog enforces
-      // `limit` and stop() wakes it, both with shutdown(2).
-      deadline.store(limit.time_since_epoch().count(), std::memory_order_relaxed);
+      // the deadline and stop() wakes the wait, both with shutdown(2).
+      deadline.store(partial ? (request_since + config_.request_timeout).time_since_epoch().count() : kIdleDeadline,
+                     std::memory_order_relaxed);
       ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
       deadline.store(0, std::memory_order_relaxed);
       if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-      if (n == 0 && !buf.empty() && Clock::now() >= limit && !stopping_.load()) {
+      if (n == 0 && partial && Clock::now() >= request_since + config_.request_timeout && !stopping_.load()) {
         error_and_linger(fd, 408, "request timeout");
         return;
       }
@@ -126,7 +125,6 @@ void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
     bool keep = request.keep_alive && !stopping_.load();
     protocol::serialize_response_to(out, reply.response, keep);
     if (!write_all(fd, out) || !keep) return;
-    idle_since = Clock::now();
   }
 }
 

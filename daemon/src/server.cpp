@@ -138,17 +138,26 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
 
 void Server::watchdog_loop() {
   // Checks twice per shortest timeout (at most every 500 ms): a deadline is enforced late by at
-  // most that period.
+  // most that period. An idle wait gets its deadline here, at the first check that sees it, so
+  // idle connections are closed between idle_timeout and idle_timeout + period after their last
+  // reply, never early.
   auto period = std::clamp(std::min(config_.idle_timeout, config_.request_timeout) / 2, std::chrono::milliseconds(10),
                            std::chrono::milliseconds(500));
+  const auto idle_ticks = std::chrono::duration_cast<Clock::duration>(config_.idle_timeout).count();
   std::unique_lock lock(mutex_);
   while (!stopping_.load()) {
     watchdog_cv_.wait_for(lock, period);
     auto now = Clock::now().time_since_epoch().count();
     for (const auto& [fd, deadline] : connections_) {
       auto d = deadline->load(std::memory_order_relaxed);
+      if (d == kIdleDeadline) {
+        // The connection may have received its request meanwhile (and stored 0): only an idle
+        // wait that is still one gets the deadline.
+        deadline->compare_exchange_strong(d, now + idle_ticks, std::memory_order_relaxed);
+        continue;
+      }
       // SHUT_RD: the blocked recv returns 0; the thread can still answer 408.
-      if (d != 0 && now >= d) ::shutdown(fd, SHUT_RD);
+      if (d > 0 && now >= d) ::shutdown(fd, SHUT_RD);
     }
   }
 }

@@ -34,10 +34,13 @@ class Server {
 
  private:
   void accept_loop(int listen_fd, bool unix_socket);
-  /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes).
-  /// The watchdog shuts the read side of a connection whose deadline passed, so connection
-  /// threads block in recv(2) without a per-call kernel timer (SO_RCVTIMEO arms one per wait).
+  /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes;
+  /// kIdleDeadline while it waits for its next request and the watchdog has not yet given that
+  /// wait a deadline). The watchdog shuts the read side of a connection whose deadline passed,
+  /// so connection threads block in recv(2) without a per-call kernel timer (SO_RCVTIMEO arms
+  /// one per wait) and read no clock per request.
   using Deadline = std::atomic<std::int64_t>;
+  static constexpr std::int64_t kIdleDeadline = -1;
   void serve(int fd, bool unix_socket, Deadline& deadline);
   void watchdog_loop();
 
