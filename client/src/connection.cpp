@@ -80,20 +80,23 @@ Result<int> Connection::open() const {
 Result<protocol::ParsedResponse> Connection::exchange(const std::string& wire) {
   if (!send_all(fd_, wire)) return fail(ErrorCode::kIo, "send to " + describe() + " failed");
   char chunk[16384];
+  protocol::ParsedResponse resp;
   for (;;) {
-    protocol::ParsedResponse resp;
-    auto o = protocol::parse_response(buf_, resp);
-    if (o.status == protocol::ParseStatus::kError)
-      return fail(ErrorCode::kIo, "malformed reply from " + describe() + ": " + o.error_message);
-    if (o.status == protocol::ParseStatus::kComplete) {
-      if (resp.streaming) return fail(ErrorCode::kIo, "unexpected streaming reply from " + describe());
-      buf_.erase(0, o.consumed);
-      if (!resp.keep_alive) {
-        ::close(fd_);
-        fd_ = -1;
-        buf_.clear();
+    // Nothing to parse before the first bytes (the usual state: the previous reply was consumed).
+    if (!buf_.empty()) {
+      auto o = protocol::parse_response(buf_, resp);
+      if (o.status == protocol::ParseStatus::kError)
+        return fail(ErrorCode::kIo, "malformed reply from " + describe() + ": " + o.error_message);
+      if (o.status == protocol::ParseStatus::kComplete) {
+        if (resp.streaming) return fail(ErrorCode::kIo, "unexpected streaming reply from " + describe());
+        buf_.erase(0, o.consumed);
+        if (!resp.keep_alive) {
+          ::close(fd_);
+          fd_ = -1;
+          buf_.clear();
+        }
+        return resp;
       }
-      return resp;
     }
     ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);  // SO_RCVTIMEO bounds the wait
     if (n < 0 && errno == EINTR) continue;

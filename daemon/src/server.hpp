@@ -1,6 +1,8 @@
 #pragma once
-// The socket layer of ergd: listeners (Unix socket, TCP), one thread per connection, HTTP/1.1
-// keep-alive via erg::protocol's parser, SO_PEERCRED, lingering close after errors.
+// The socket layer of ergd: listeners (Unix socket, TCP; listeners.cpp), one thread per
+// connection with HTTP/1.1 keep-alive and the SSE transport (connection.cpp), a watchdog for
+// idle and slow connections, lingering close after errors. Knows nothing of devices or routes:
+// every parsed request goes to a RequestHandler.
 
 #include <atomic>
 #include <condition_variable>
@@ -14,14 +16,14 @@
 
 #include "erg/core/result.hpp"
 #include "erg/daemon/config.hpp"
+#include "erg/daemon/request_handler.hpp"
 
 namespace erg::daemon {
 
-class Daemon;
-
 class Server {
  public:
-  Server(Daemon& daemon, const Config& config) : daemon_(daemon), config_(config) {}
+  /// Serves the listeners `config` names; `handler` and `config` must outlive the server.
+  Server(RequestHandler& handler, const Config& config) : handler_(handler), config_(config) {}
   ~Server() { stop(); }
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -31,17 +33,18 @@ class Server {
   [[nodiscard]] std::uint16_t tcp_port() const { return tcp_port_; }
 
  private:
-  Result<void> listen_unix();
-  Result<void> listen_tcp();
   void accept_loop(int listen_fd, bool unix_socket);
-  /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes).
-  /// The watchdog shuts the read side of a connection whose deadline passed, so connection
-  /// threads block in recv(2) without a per-call kernel timer (SO_RCVTIMEO arms one per wait).
+  /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes;
+  /// kIdleDeadline while it waits for its next request and the watchdog has not yet given that
+  /// wait a deadline). The watchdog shuts the read side of a connection whose deadline passed,
+  /// so connection threads block in recv(2) without a per-call kernel timer (SO_RCVTIMEO arms
+  /// one per wait) and read no clock per request.
   using Deadline = std::atomic<std::int64_t>;
+  static constexpr std::int64_t kIdleDeadline = -1;
   void serve(int fd, bool unix_socket, Deadline& deadline);
   void watchdog_loop();
 
-  Daemon& daemon_;
+  RequestHandler& handler_;
   const Config& config_;
   int unix_fd_ = -1;
   int tcp_fd_ = -1;

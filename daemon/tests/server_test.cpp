@@ -1,5 +1,5 @@
 // ergd over a real Unix socket (and loopback TCP) with fake devices: keep-alive, malformed
-// input, concurrency, SSE with demand-driven polling, stale sockets, clean stop.
+// input, concurrency, stale sockets, the socket's directory. SSE and stop: stream_test.cpp.
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,89 +9,20 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "erg/client/connection.hpp"
-#include "fixture.hpp"
+#include "socket_helpers.hpp"
 
 namespace erg::daemon {
 namespace {
 
-std::string temp_socket(const char* tag) {
-  return "/tmp/ergd-test-" + std::to_string(::getpid()) + "-" + tag + ".sock";
-}
-
-struct Served : testing::FakeDaemon {
-  std::string path;
-  explicit Served(const char* tag, Config c = {}) : testing::FakeDaemon(with_socket(c, tag)) {
-    path = temp_socket(tag);
-    auto r = daemon->start();
-    if (!r) throw std::runtime_error(r.error().message);
-  }
-  static Config with_socket(Config c, const char* tag) {
-    c.tcp = "127.0.0.1:0";
-    c.gpu_power_poll_hz = 100;
-    (void)tag;
-    return c;
-  }
-};
-
-// FakeDaemon clears socket_path; start a daemon on a socket explicitly.
-std::unique_ptr<testing::FakeDaemon> serve(const std::string& path, Config c = {}) {
-  c.tcp = "127.0.0.1:0";
-  c.gpu_power_poll_hz = 100;
-  auto f = std::make_unique<testing::FakeDaemon>(c);
-  // FakeDaemon's config has no socket; rebuild with one.
-  Inventory inv;
-  for (auto& g : f->gpus) inv.gpus.push_back(g);
-  for (auto& cpu : f->cpus) inv.cpus.push_back(cpu);
-  c.socket_path = path;
-  c.skip_privilege_check = true;
-  auto d = Daemon::create(c, std::move(inv));
-  EXPECT_TRUE(d) << d.error().message;
-  f->daemon = std::move(*d);
-  auto r = f->daemon->start();
-  EXPECT_TRUE(r) << (r ? "" : r.error().message);
-  return f;
-}
-
-int connect_raw(const std::string& path) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/// Sends raw bytes, returns everything read until the daemon closes (or 3 s pass).
-std::string raw_exchange(const std::string& path, const std::string& bytes) {
-  int fd = connect_raw(path);
-  if (fd < 0) return "";
-  timeval tv{3, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    off += static_cast<std::size_t>(n);
-  }
-  ::shutdown(fd, SHUT_WR);  // the daemon sees EOF after our bytes
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-int status_of(const std::string& wire) { return wire.size() >= 12 ? std::stoi(wire.substr(9, 3)) : 0; }
+using testing::connect_raw;
+using testing::raw_exchange;
+using testing::serve;
+using testing::status_of;
+using testing::temp_socket;
 
 TEST(Server, KeepAliveOverUnixSocketAndTcp) {
   std::string path = temp_socket("ka");
@@ -138,6 +69,44 @@ TEST(Server, StaleSocketReplacedLiveSocketRefusedAndRemovedOnStop) {
   EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
   f->daemon->stop();
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(Server, SocketInAMissingDirectoryIsRefusedAndNothingIsCreated) {
+  namespace fs = std::filesystem;
+  std::string dir = "/tmp/ergd-test-" + std::to_string(::getpid()) + "-missing";
+  fs::remove_all(dir);
+  Config c;
+  c.socket_path = dir + "/sub/ergd.sock";
+  c.skip_privilege_check = true;
+  auto d = Daemon::create(c, Inventory{});
+  ASSERT_TRUE(d);
+  auto r = (*d)->start();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message.find("directory " + dir + "/sub does not exist"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fs::exists(dir)) << "ergd created the socket's directory";
+
+  // A parent that is a file is refused too, naming it.
+  std::string file = dir + "-file";
+  { std::ofstream(file) << "x"; }
+  c.socket_path = file + "/ergd.sock";
+  auto f = Daemon::create(c, Inventory{});
+  ASSERT_TRUE(f);
+  auto rf = (*f)->start();
+  ASSERT_FALSE(rf);
+  EXPECT_NE(rf.error().message.find(file + " is not a directory"), std::string::npos) << rf.error().message;
+  fs::remove(file);
+}
+
+TEST(Server, WrongMethodIs405WithAllowOverTheSocket) {
+  std::string path = temp_socket("method");
+  auto f = serve(path);
+  std::string reply = raw_exchange(
+      path,
+      "DELETE /gpu/set_power_limit?gpu_ids=0&power_limit_mw=150000&block=true HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(status_of(reply), 405) << reply;
+  EXPECT_NE(reply.find("\r\nAllow: POST\r\n"), std::string::npos) << reply;
+  EXPECT_EQ(f->gpus[0]->power_limit()->value(), 300000.0);
 }
 
 TEST(Server, MalformedRequestsGet4xxAndDaemonKeepsServing) {
@@ -235,78 +204,6 @@ TEST(Server, ManyConcurrentClientsAllSucceed) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kClients * kRequests);
   EXPECT_EQ(bad.load(), 0);
-}
-
-TEST(Server, SseDeliversEventsAndPollsOnlyWhileSubscribed) {
-  std::string path = temp_socket("sse");
-  auto f = serve(path);
-  EXPECT_EQ(f->daemon->subscribers(true, 1), 0u);
-  client::Connection c(client::Endpoint{path});
-  std::vector<nlohmann::json> events;
-  std::thread changer([&] {
-    for (int i = 0; i < 20; ++i) {
-      f->gpus[1]->set_power_mw(100000.0 + 1000.0 * i);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  auto st = c.stream("/gpu/stream_power?gpu_ids=1", [&](std::string_view data) {
-    events.push_back(nlohmann::json::parse(data));
-    return events.size() < 3;
-  });
-  changer.join();
-  ASSERT_TRUE(st) << st.error().message;
-  EXPECT_EQ(*st, 200);
-  ASSERT_EQ(events.size(), 3u);
-  for (auto& e : events) {
-    EXPECT_EQ(e["gpu_id"], 1);
-    EXPECT_TRUE(e.contains("timestamp_ms"));
-    EXPECT_GE(e["power_mw"].get<unsigned>(), 100000u);
-  }
-  EXPECT_NE(events[0]["power_mw"], events[1]["power_mw"]);  // only changed samples
-  // The subscriber left: the poller goes idle.
-  for (int i = 0; i < 100 && f->daemon->subscribers(true, 1) != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(f->daemon->subscribers(true, 1), 0u);
-
-  std::vector<nlohmann::json> cpu_events;
-  f->cpus[0]->set_energy_uj(0, 0);
-  std::atomic<bool> done{false};
-  std::thread cpu_changer([&] {
-    double e = 0;
-    while (!done) {
-      e += 1e5;
-      f->cpus[0]->set_energy_uj(e, e / 2);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  });
-  auto cs = c.stream("/cpu/stream_power?cpu_ids=0", [&](std::string_view data) {
-    cpu_events.push_back(nlohmann::json::parse(data));
-    return cpu_events.size() < 2;
-  });
-  done = true;
-  cpu_changer.join();
-  ASSERT_TRUE(cs);
-  ASSERT_EQ(cpu_events.size(), 2u);
-  EXPECT_EQ(cpu_events[0]["cpu_id"], 0);
-  EXPECT_GT(cpu_events[0]["cpu_mw"].get<double>(), 0.0);
-  EXPECT_FALSE(cpu_events[0]["dram_mw"].is_null());
-}
-
-TEST(Server, StopWithOpenStreamAndIdleConnectionsIsPrompt) {
-  std::string path = temp_socket("stop");
-  auto f = serve(path);
-  int idle = connect_raw(path);
-  std::thread streamer([&] {
-    client::Connection c(client::Endpoint{path});
-    (void)c.stream("/gpu/stream_power", [](std::string_view) { return true; });
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  auto t0 = std::chrono::steady_clock::now();
-  f->daemon->stop();
-  streamer.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
-  ::close(idle);
-  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 }  // namespace

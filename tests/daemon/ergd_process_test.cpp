@@ -243,6 +243,15 @@ TEST_F(ErgdProcess, PrivilegedGroupRefusedAtStartWithoutPrivilege) {
   EXPECT_NE(r.output().find("cpu-read needs read access to RAPL"), std::string::npos) << r.output();
 }
 
+TEST_F(ErgdProcess, SocketInAMissingDirectoryIsRefusedNamingIt) {
+  // ergd runs as root: it must not create directories wherever --socket-path points.
+  std::string missing = dir_.path() + "/no-such-dir";
+  Child c({ERGD_PATH, "--socket-path", missing + "/ergd.sock"}, dir_.path() + "/m.log");
+  EXPECT_EQ(c.wait_exit(), 1);
+  EXPECT_NE(c.output().find("directory " + missing + " does not exist"), std::string::npos) << c.output();
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
 TEST_F(ErgdProcess, SsePollsOnlyWhileSubscribed) {
   auto ergd = start_ergd({"--gpu-power-poll-hz", "50"});
   // Instant power is read with nvmlDeviceGetFieldValues (or GetPowerUsage on old drivers).

@@ -5,6 +5,11 @@
 /// Threads: one owner thread per GPU runs its setters in order (fed by a queue); reads call
 /// the device from the connection's thread (NVML and RaplCpu are thread-safe); one power
 /// poller per device runs only while an SSE subscriber listens; one thread per connection.
+///
+/// Inside (daemon/src): a server (server.cpp, listeners.cpp, connection.cpp) that knows
+/// nothing of devices and calls a RequestHandler; the router (router.cpp), which is that
+/// handler; one file per API group (discovery_routes, gpu_read_routes, gpu_control_routes,
+/// cpu_routes, streaming, metrics_routes); the Prometheus exposition on its own.
 
 #include <sys/types.h>
 
@@ -19,27 +24,10 @@
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
 #include "erg/daemon/config.hpp"
+#include "erg/daemon/request_handler.hpp"
 #include "erg/protocol/http.hpp"
 
 namespace erg::daemon {
-
-/// Who sent a request.
-struct Peer {
-  bool unix_socket = false;
-  std::optional<uid_t> uid;  ///< SO_PEERCRED on the Unix socket.
-  std::optional<gid_t> gid;
-};
-
-/// An SSE stream a reply asks the connection to run.
-struct StreamSpec {
-  bool gpu = true;
-  std::vector<unsigned> ids;
-};
-
-struct Reply {
-  protocol::HttpResponse response;
-  std::optional<StreamSpec> stream;  ///< Set: send a stream head and run_stream().
-};
 
 class Daemon {
  public:

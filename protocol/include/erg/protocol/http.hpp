@@ -63,7 +63,9 @@ std::string_view reason_phrase(int status);
 
 struct HttpResponse {
   int status = 200;
-  std::string content_type;  ///< Empty: no Content-Type header (e.g. an empty 200).
+  /// Empty: no Content-Type header (e.g. an empty 200). A view: content types are string
+  /// literals (static storage), so a response allocates nothing for its header.
+  std::string_view content_type;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  ///< Extra headers.
 };

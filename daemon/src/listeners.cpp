@@ -1,0 +1,128 @@
+#include "listeners.hpp"
+
+#include <arpa/inet.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+
+namespace erg::daemon {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+/// The socket's directory must already exist: creating it would leave root-owned directories
+/// wherever a mistyped --socket-path points (the systemd unit's RuntimeDirectory= makes
+/// /run/ergd).
+Result<void> check_parent_directory(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return ok();  // relative to the working directory
+  struct stat st {};
+  if (::stat(parent.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR)
+      return fail(ErrorCode::kNotFound, "cannot create socket " + path + ": directory " + parent.string() +
+                                            " does not exist (ergd does not create it; create it first, e.g. "
+                                            "systemd's RuntimeDirectory=ergd)");
+    return ok();  // EACCES and the like: bind reports them with the socket's path
+  }
+  if (!S_ISDIR(st.st_mode))
+    return fail(ErrorCode::kNotFound, "cannot create socket " + path + ": " + parent.string() + " is not a directory");
+  return ok();
+}
+
+/// chgrp of the bound socket to `group` (a name or a numeric gid).
+Result<void> set_group(const std::string& path, const std::string& group) {
+  gid_t gid = 0;
+  auto r = std::from_chars(group.data(), group.data() + group.size(), gid);
+  if (r.ec != std::errc() || r.ptr != group.data() + group.size()) {
+    struct group* gr = ::getgrnam(group.c_str());
+    if (gr == nullptr) return fail(ErrorCode::kNotFound, "unknown --socket-group '" + group + "'");
+    gid = gr->gr_gid;
+  }
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)
+    return fail(ErrorCode::kNoPermission, "cannot chgrp " + path + ": " + errno_text(errno));
+  return ok();
+}
+
+}  // namespace
+
+Result<int> listen_unix(const Config& config) {
+  const std::string& path = config.socket_path;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    return fail(ErrorCode::kInvalidArgument, "socket path too long (max 107 bytes): " + path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (auto r = check_parent_directory(path); !r) return fail(r.error());
+
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return fail(ErrorCode::kAlreadyExists, path + " exists and is not a socket; refusing to replace it");
+    // Stale only if nobody accepts on it (zeusd's rule).
+    int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    int err = errno;
+    ::close(probe);
+    if (rc == 0) return fail(ErrorCode::kAlreadyExists, "another daemon is already listening on " + path);
+    if (err != ECONNREFUSED && err != ENOENT)
+      return fail(ErrorCode::kIo, "cannot probe existing socket " + path + ": " + errno_text(err));
+    ::unlink(path.c_str());
+  }
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(ErrorCode::kIo, "socket(AF_UNIX): " + errno_text(errno));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int err = errno;
+    ::close(fd);
+    return fail(err == EACCES ? ErrorCode::kNoPermission : ErrorCode::kIo,
+                "cannot bind " + path + ": " + errno_text(err));
+  }
+  auto give_up = [&](const Error& e) -> Result<int> {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return fail(e);
+  };
+  if (config.socket_group)
+    if (auto r = set_group(path, *config.socket_group); !r) return give_up(r.error());
+  if (::chmod(path.c_str(), config.socket_mode) != 0 || ::listen(fd, 1024) != 0)
+    return give_up(Error{ErrorCode::kIo, "cannot listen on " + path + ": " + errno_text(errno)});
+  return fd;
+}
+
+Result<int> listen_tcp(const std::string& spec, std::uint16_t& port) {
+  std::size_t colon = spec.rfind(':');
+  if (colon == std::string::npos) return fail(ErrorCode::kInvalidArgument, "--tcp needs HOST:PORT, got '" + spec + "'");
+  std::string host = spec.substr(0, colon);
+  unsigned number = 0;
+  auto r = std::from_chars(spec.data() + colon + 1, spec.data() + spec.size(), number);
+  if (r.ec != std::errc() || r.ptr != spec.data() + spec.size() || number > 65535)
+    return fail(ErrorCode::kInvalidArgument, "--tcp: invalid port in '" + spec + "'");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(number));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+    return fail(ErrorCode::kInvalidArgument, "--tcp: '" + host + "' is not an IPv4 address");
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(ErrorCode::kIo, "socket(AF_INET): " + errno_text(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1024) != 0) {
+    int err = errno;
+    ::close(fd);
+    return fail(ErrorCode::kIo, "cannot listen on " + spec + ": " + errno_text(err));
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace erg::daemon

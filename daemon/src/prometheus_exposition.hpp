@@ -1,0 +1,36 @@
+#pragma once
+// The Prometheus text exposition of a set of devices: reads every device at scrape time and
+// writes the metrics of erg/daemon/metric_names.hpp. Knows nothing of HTTP or of ergd's routes
+// (a later step moves it to exporters/).
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "erg/core/device.hpp"
+
+namespace erg::daemon {
+
+class PrometheusExposition {
+ public:
+  /// The exposition format's content type.
+  static constexpr std::string_view kContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+  PrometheusExposition(std::vector<std::shared_ptr<Gpu>> gpus, std::vector<std::shared_ptr<Cpu>> cpus);
+  ~PrometheusExposition();
+  PrometheusExposition(const PrometheusExposition&) = delete;
+  PrometheusExposition& operator=(const PrometheusExposition&) = delete;
+
+  /// Reads every device and returns the exposition text. A reading that fails leaves its
+  /// metric at the previous value. Energy counters only move forward: a driver counter that went
+  /// back (a reload) restarts the metric from its new value, which rate() treats as a reset.
+  /// Thread-safe (one scrape at a time).
+  std::string scrape();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace erg::daemon

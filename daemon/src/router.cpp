@@ -1,0 +1,101 @@
+#include "router.hpp"
+
+#include "cpu_routes.hpp"
+#include "discovery_routes.hpp"
+#include "gpu_routes.hpp"
+#include "metrics_routes.hpp"
+#include "replies.hpp"
+
+namespace erg::daemon {
+
+using protocol::ApiGroup;
+using protocol::Route;
+
+Reply Router::dispatch(const protocol::HttpRequest& request, const Peer& peer) {
+  try {
+    const protocol::RouteInfo* route = protocol::find_route(request.path);
+    if (route == nullptr) return empty_reply(404);
+    // A disabled API group's routes do not exist, whatever the method (zeusd registers none of
+    // them); likewise /auth/* on a daemon without tokens. Before the method and before auth.
+    if (route->group && config_.enabled.count(*route->group) == 0) return empty_reply(404);
+    if (route->route == Route::kWhoami && signing_key_.empty()) return empty_reply(404);
+    if (request.method != route->method) {
+      Reply r = empty_reply(405);
+      r.response.headers.emplace_back("Allow", std::string(route->method));
+      return r;
+    }
+    std::optional<TokenClaims> claims;
+    if (auto refused = check_access(*route, request, peer, claims)) return std::move(*refused);
+    auto query = protocol::Query::parse(request.query, route->params, route->required);
+    if (!query) return text_reply(400, query.error().message);
+    return this->route(*route, *query, claims);
+  } catch (const std::exception& e) {
+    return error_reply(500, std::string("internal error: ") + e.what());
+  }
+}
+
+std::optional<Reply> Router::check_access(const protocol::RouteInfo& route, const protocol::HttpRequest& request,
+                                          const Peer& peer, std::optional<TokenClaims>& claims) const {
+  // Unix socket: the peer's uid/gid against the group's allow lists (root always passes).
+  if (peer.unix_socket && route.group && peer.uid && *peer.uid != 0) {
+    ApiGroup g = *route.group;
+    auto u = config_.allow_uid.find(g);
+    auto gg = config_.allow_gid.find(g);
+    bool listed = u != config_.allow_uid.end() || gg != config_.allow_gid.end();
+    bool allowed = !listed || (u != config_.allow_uid.end() && u->second.count(*peer.uid)) ||
+                   (gg != config_.allow_gid.end() && peer.gid && gg->second.count(*peer.gid));
+    if (!allowed)
+      return error_reply(403, "uid " + std::to_string(*peer.uid) + " is not allowed to use API group " +
+                                  std::string(protocol::to_string(g)) + " (see --allow-uid/--allow-gid)");
+  }
+  // Bearer tokens on TCP when a signing key is configured; /discover, /time, /metrics are open.
+  bool needs_token = !signing_key_.empty() && !peer.unix_socket && (route.group || route.route == Route::kWhoami);
+  if (!needs_token) return std::nullopt;
+  auto unauthorized = [](std::string_view message) {
+    Reply r = error_reply(401, message);
+    r.response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"zeusd\"");
+    return r;
+  };
+  auto h = request.header("Authorization");
+  if (!h || h->size() < 7 || h->substr(0, 7) != "Bearer ") return unauthorized("missing bearer token");
+  auto c = verify_token(std::string(h->substr(7)), signing_key_);
+  if (!c) return unauthorized(c.error().message);
+  if (route.group) {
+    auto name = protocol::to_string(*route.group);
+    bool granted = false;
+    for (const auto& s : c->scopes) granted = granted || s == name;
+    if (!granted) return error_reply(403, "token lacks scope " + std::string(name));
+  }
+  claims = std::move(*c);
+  return std::nullopt;
+}
+
+Reply Router::route(const protocol::RouteInfo& route, const protocol::Query& q,
+                    const std::optional<TokenClaims>& claims) {
+  // Every route by name, no default: -Wswitch flags a route added to the table without a handler.
+  switch (route.route) {
+    case Route::kDiscover: return discover(devices_, config_, !signing_key_.empty());
+    case Route::kTime: return server_time();
+    case Route::kWhoami: return whoami(claims);
+    case Route::kMetrics: return metrics(exposition_);
+    case Route::kSetPowerLimit: return gpu_set_power_limit(devices_, q);
+    case Route::kSetPersistenceMode: return gpu_set_persistence_mode(devices_, q);
+    case Route::kSetGpuLockedClocks: return gpu_set_gpu_locked_clocks(devices_, q);
+    case Route::kResetGpuLockedClocks: return gpu_reset_gpu_locked_clocks(devices_, q);
+    case Route::kSetMemLockedClocks: return gpu_set_mem_locked_clocks(devices_, q);
+    case Route::kResetMemLockedClocks: return gpu_reset_mem_locked_clocks(devices_, q);
+    case Route::kResetLockedClocks: return gpu_reset_locked_clocks(devices_, q);
+    case Route::kGpuGetCumulativeEnergy: return gpu_get_cumulative_energy(devices_, q);
+    case Route::kGpuGetPower: return gpu_get_power(devices_, q);
+    case Route::kGpuGetPowerLimit: return gpu_get_power_limit(devices_, q);
+    case Route::kGpuGetPowerLimitConstraints: return gpu_get_power_limit_constraints(devices_, q);
+    case Route::kGpuGetPersistenceMode: return gpu_get_persistence_mode(devices_, q);
+    case Route::kGpuStreamPower: return streams_.gpu_stream_power(q);
+    case Route::kCpuGetCumulativeEnergy: return cpu_get_cumulative_energy(devices_, q);
+    case Route::kCpuGetPower: return cpu_get_power(devices_, q, config_.cpu_power_poll_hz);
+    case Route::kCpuStreamPower: return streams_.cpu_stream_power(q);
+  }
+  return error_reply(500, "internal error: route " + std::string(route.path) + " has no handler");
+}
+
+}  // namespace erg::daemon

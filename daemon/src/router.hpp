@@ -1,0 +1,53 @@
+#pragma once
+// ergd's RequestHandler: finds a request's route, applies the checks every route shares (API
+// group enabled, method, Unix-socket allow lists, bearer tokens, the query's field set), then
+// calls the route's group (discovery, GPU, CPU, streaming, metrics).
+
+#include <optional>
+#include <string>
+
+#include "device_slots.hpp"
+#include "erg/daemon/auth.hpp"
+#include "erg/daemon/config.hpp"
+#include "erg/daemon/request_handler.hpp"
+#include "erg/protocol/query.hpp"
+#include "erg/protocol/routes.hpp"
+#include "prometheus_exposition.hpp"
+#include "streaming.hpp"
+
+namespace erg::daemon {
+
+class Router final : public RequestHandler {
+ public:
+  /// Every reference must outlive the router. `signing_key` empty: no tokens.
+  Router(const Config& config, std::string signing_key, const DeviceSlots& devices, PowerStreams& streams,
+         PrometheusExposition& exposition)
+      : config_(config),
+        signing_key_(std::move(signing_key)),
+        devices_(devices),
+        streams_(streams),
+        exposition_(exposition) {}
+
+  /// Never throws: a route's exception becomes 500.
+  Reply dispatch(const protocol::HttpRequest& request, const Peer& peer) override;
+  void run_stream(const StreamSpec& spec, const std::function<bool(std::string_view)>& write,
+                  const std::function<bool()>& closed) override {
+    streams_.run(spec, write, closed);
+  }
+
+ private:
+  /// The unix-socket allow lists and bearer tokens: a reply refusing the request, or nullopt
+  /// (with `claims` set when a token was verified).
+  std::optional<Reply> check_access(const protocol::RouteInfo& route, const protocol::HttpRequest& request,
+                                    const Peer& peer, std::optional<TokenClaims>& claims) const;
+  /// Calls the route's handler.
+  Reply route(const protocol::RouteInfo& route, const protocol::Query& query, const std::optional<TokenClaims>& claims);
+
+  const Config& config_;
+  const std::string signing_key_;
+  const DeviceSlots& devices_;
+  PowerStreams& streams_;
+  PrometheusExposition& exposition_;
+};
+
+}  // namespace erg::daemon
