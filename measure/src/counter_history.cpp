@@ -1,6 +1,7 @@
 #include "erg/measure/counter_history.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace erg::measure {
@@ -15,6 +16,10 @@ constexpr std::int64_t kStampSlackNs = 50'000;
 constexpr std::size_t kFitPoints = 48;
 // A counter whose updates come this close together is read as continuous.
 constexpr double kContinuousNs = 2e6;
+// Before the lock: the spacings the period is measured from (the most recent ones), and how much
+// longer than that period (drift and jitter, unknown yet) a value may be shown.
+constexpr std::size_t kPrelockSpacings = 16;
+constexpr double kPrelockSlack = 0.05;
 
 double normal_pdf(double x) { return 0.3989422804014327 * std::exp(-0.5 * x * x); }
 double normal_cdf(double x) { return 0.5 * std::erfc(-x * 0.7071067811865476); }
@@ -63,7 +68,17 @@ void CounterHistory::add_record(const CounterRead& read) {
   last_read_ = read.t_ns;
   note_stamps(read);
   if (!records_.empty() && read.value == records_.back().value) {
-    records_.back().last_seen = read.t_ns;
+    Record& last = records_.back();
+    last.last_seen = read.t_ns;
+    // Before the lock the update's time is bounded by reads alone, and this one still showing the
+    // value says it came at most a period before (see estimate): it may move later.
+    if (!schedule_.locked && !narrow(last)) {
+      const std::int64_t time = estimate(last);
+      if (time != last.time) {
+        last.time = time;
+        tail_rate_ = rate_before(records_.size() - 1);
+      }
+    }
     return;
   }
   Record r;
@@ -189,24 +204,27 @@ void CounterHistory::assign_index(Record& r, const Record* prev) const {
 
 double CounterHistory::prelock_period() const {
   // Before the lock: the nominal period, or the median spacing of consecutive narrow records
-  // (within half to one and a half nominal periods) where that is more than 10 % off it.
-  std::vector<double> spacings;
-  for (std::size_t i = 1; i < records_.size(); ++i) {
+  // (within half to one and a half nominal periods) where that is more than 10 % off it. The
+  // most recent spacings only: it is asked on every read before the lock (see estimate).
+  std::array<double, kPrelockSpacings> spacings{};
+  std::size_t count = 0;
+  const double n = static_cast<double>(nominal_.count());
+  for (std::size_t i = records_.size(); i-- > 1 && count < spacings.size();) {
     const Record& a = records_[i - 1];
     const Record& b = records_[i];
     if (!narrow(a) || !narrow(b)) continue;
     const double s = 0.5 * static_cast<double>(b.lo + b.hi - a.lo - a.hi);
-    const double n = static_cast<double>(nominal_.count());
-    if (s > 0.5 * n && s < 1.5 * n) spacings.push_back(s);
+    if (s > 0.5 * n && s < 1.5 * n) spacings[count++] = s;
   }
-  const double nominal = static_cast<double>(nominal_.count());
-  if (spacings.empty()) return nominal;
-  std::nth_element(spacings.begin(), spacings.begin() + static_cast<std::ptrdiff_t>(spacings.size() / 2),
-                   spacings.end());
+  if (count == 0) return n;
+  const auto end = spacings.begin() + static_cast<std::ptrdiff_t>(count);
+  std::nth_element(spacings.begin(), spacings.begin() + static_cast<std::ptrdiff_t>(count / 2), end);
   // One spacing carries two updates' jitter; the nominal period stands unless it contradicts it.
-  const double measured = spacings[spacings.size() / 2];
-  return std::abs(measured - nominal) > 0.1 * nominal ? measured : nominal;
+  const double measured = spacings[count / 2];
+  return std::abs(measured - n) > 0.1 * n ? measured : n;
 }
+
+double CounterHistory::prelock_hold() const { return (1.0 + kPrelockSlack) * prelock_period(); }
 
 void CounterHistory::place_open_before_narrow() {
   // Before the lock, the first value's update is known only to precede its first read. Once the
@@ -357,12 +375,17 @@ std::int64_t CounterHistory::estimate(const Record& r) const {
     return r.open ? std::min(*r.stamp, r.hi) : std::clamp(*r.stamp, r.lo + 1, r.hi);
   if (!schedule_.locked || !r.index) {
     // No schedule yet: the middle of a narrow bracket; else, the update lies anywhere in the
-    // last nominal period before the first read, so half of it before (the extrapolation at the
-    // read's power then carries the value to any instant; a plain difference would instead give
-    // a window inside one period 0 J or a whole period's energy).
+    // last nominal period before the first read — and no more than a period (plus a slack)
+    // before the last read that still showed the value, or that read would have shown the next
+    // one — so in the middle of what is left (the extrapolation at the read's power then
+    // carries the value to any instant; a plain difference would instead give a window inside
+    // one period 0 J or a whole period's energy). Without the last read's bound, a value first
+    // read just after its update and read again most of a period later was placed half a period
+    // too early, and edges after it extrapolated into the cap: a window there measured 0 J.
     if (narrow(r)) return static_cast<std::int64_t>(0.5 * (lo + hi));
     const double half = 0.5 * static_cast<double>(nominal_.count());
-    return std::clamp(static_cast<std::int64_t>(hi - std::min(half, 0.5 * (hi - lo))), r.lo + 1, r.hi);
+    const double held = std::max(lo, static_cast<double>(r.last_seen) - prelock_hold());
+    return std::clamp(static_cast<std::int64_t>(hi - std::min(half, 0.5 * (hi - held))), r.lo + 1, r.hi);
   }
   // The schedule's prediction, truncated to the bracket.
   const double mu = grid(static_cast<double>(*r.index));
@@ -424,7 +447,9 @@ std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const
   if (schedule_.continuous) return CounterEstimate{r.value, false};
   // Extrapolate from the last update, at most one period (plus jitter): the counter cannot
   // have counted longer without a new update, which a later read would show.
-  const double cap = (period_ > 0 ? period_ : static_cast<double>(nominal_.count())) + 3.0 * sigma_;
+  // Before the lock: the period the reads measure so far, with the slack the update's time was
+  // placed with.
+  const double cap = schedule_.locked ? period_ + 3.0 * sigma_ : prelock_hold();
   const double dt = std::min(static_cast<double>(t_ns - r.time), cap);
   return CounterEstimate{r.value + tail_rate_ * std::max(0.0, dt), false};
 }

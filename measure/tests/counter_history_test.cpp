@@ -93,6 +93,31 @@ TEST(CounterHistory, BeforeTheScheduleIsKnownAValueIsHalfAPeriodOld) {
   EXPECT_NEAR(span, c.truth(1030 * kMs) - c.truth(1000 * kMs), 1e-6);
 }
 
+TEST(CounterHistory, AValueStillReadLateWasProducedLateAndCountsOnAtItsPower) {
+  // Before a lock, a value first read just after its update is placed half a period before that
+  // read; reads that still show it more than half a period later say it is younger than that (the
+  // counter would have moved a period after it). Without that, both edges of a window there were
+  // extrapolated a full period past the guessed update — the cap — and the window came out 0 J.
+  Counter c;
+  CounterHistory h;
+  auto read = [&](double t) {
+    CounterRead r = c.read(t);
+    r.power = 300.0;  // W = mJ/ms
+    h.add(r);
+  };
+  read(1037.5 * kMs);  // just after the update at 1037 ms
+  read(1090 * kMs);    // a window's begin edge (the reads between went missing)
+  read(1130 * kMs);    // its end edge, before the update at 1137 ms
+  EXPECT_FALSE(h.schedule().locked);
+  const double span = h.value_at(static_cast<std::int64_t>(1130 * kMs))->value -
+                      h.value_at(static_cast<std::int64_t>(1090 * kMs))->value;
+  EXPECT_NEAR(span, c.truth(1130 * kMs) - c.truth(1090 * kMs), 1e-6);
+  // The next update, read densely, places the value's interpolation on the right period.
+  for (double t = 1131 * kMs; t < 1140 * kMs; t += 0.5 * kMs) read(t);
+  EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(1090 * kMs))->value, c.truth(1090 * kMs),
+              c.power_mj_per_ns * 1 * kMs);
+}
+
 TEST(CounterHistory, ExtrapolatesAtMostOnePeriodAtTheRecentRate) {
   Counter c;
   CounterHistory h;

@@ -126,6 +126,7 @@ class CounterHistory {
   [[nodiscard]] double recent_period_energy() const;
   [[nodiscard]] bool narrow(const Record& r) const;
   [[nodiscard]] double prelock_period() const;
+  [[nodiscard]] double prelock_hold() const;  // the longest a value is shown before the lock
   void place_open_before_narrow();
   void fix_open_index();
 
