@@ -62,9 +62,10 @@ Result<Opened> simulation(const DeviceOptions& o) {
     out.machine = std::move(*m);
   } else {
     if (state) {
-      auto m = attach(*state);
-      if (!m) return fail(m.error());
-      if ((*m)->spec().text == **spec) out.machine = std::move(*m);
+      // A machine that is gone (its creator exited, in this process or its parent) has nothing
+      // to share: the spec alone decides, and a new machine is made from it.
+      auto m = sim::Machine::attach(*state);
+      if (m && (*m)->spec().text == **spec) out.machine = std::move(*m);
     }
     if (!out.machine) {
       auto parsed = sim::parse_spec(**spec);
