@@ -83,28 +83,28 @@ Reply gpu_set_persistence_mode(const DeviceSlots& devices, const protocol::Query
   return run_on_owners(devices, query, block, [enabled](Gpu& gpu) { return gpu.set_persistence_mode(enabled); });
 }
 
-Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
+namespace {
+/// The two locked-clock setters: block, min_clock_mhz and max_clock_mhz, checked, then `set`.
+Reply set_locked_clocks(const DeviceSlots& devices, const protocol::Query& query,
+                        Result<void> (Gpu::*set)(Megahertz, Megahertz)) {
   bool block = false;
   std::uint32_t lo = 0, hi = 0;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
   if (auto bad = field(query.get_u32("min_clock_mhz"), lo)) return std::move(*bad);
   if (auto bad = field(query.get_u32("max_clock_mhz"), hi)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [lo, hi](Gpu& gpu) -> Result<void> {
+  return run_on_owners(devices, query, block, [lo, hi, set](Gpu& gpu) -> Result<void> {
     if (auto r = check_clock_range(lo, hi); !r) return r;
-    return gpu.set_gpu_locked_clocks(Megahertz(lo), Megahertz(hi));
+    return (gpu.*set)(Megahertz(lo), Megahertz(hi));
   });
+}
+}  // namespace
+
+Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
+  return set_locked_clocks(devices, query, &Gpu::set_gpu_locked_clocks);
 }
 
 Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
-  bool block = false;
-  std::uint32_t lo = 0, hi = 0;
-  if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  if (auto bad = field(query.get_u32("min_clock_mhz"), lo)) return std::move(*bad);
-  if (auto bad = field(query.get_u32("max_clock_mhz"), hi)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [lo, hi](Gpu& gpu) -> Result<void> {
-    if (auto r = check_clock_range(lo, hi); !r) return r;
-    return gpu.set_memory_locked_clocks(Megahertz(lo), Megahertz(hi));
-  });
+  return set_locked_clocks(devices, query, &Gpu::set_memory_locked_clocks);
 }
 
 Reply gpu_reset_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
