@@ -421,17 +421,30 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
   std::optional<std::chrono::nanoseconds> last_stamp;
   std::optional<std::chrono::nanoseconds> stamp_shortest;
   int stamp_changes = 0;
+  // A value change shows that an update happened between the start of the previous read and
+  // the end of this one. Only changes bracketed that tightly (the poll was not delayed, e.g. by
+  // preemption) give an interval: a late poll followed by a prompt one would otherwise look like
+  // a short period. When no change was bracketed tightly (a starved process), the shortest
+  // interval between any two changes is the fallback.
+  constexpr auto kTightBracket = std::chrono::microseconds(1500);
+  struct Change {
+    clock::time_point at;  // the bracket's middle
+    bool tight;
+  };
   std::optional<double> last_value;
-  std::optional<clock::time_point> last_value_change;
-  std::optional<std::chrono::nanoseconds> value_shortest;
-  int value_changes = 0;
+  std::optional<clock::time_point> last_read_start;
+  std::optional<Change> last_change;
+  std::optional<std::chrono::nanoseconds> tight_shortest;
+  std::optional<std::chrono::nanoseconds> loose_shortest;
+  int tight_intervals = 0;
   int polls = 0;
   // Poll with a short sleep (not a busy loop) until a few updates were seen or time is up.
   // Stamps that move on (nearly) every poll stamp the query: only value changes count then.
   auto stamps_track = [&] { return stamp_changes * 2 < polls; };
-  while (clock::now() - start < budget && value_changes < 6 && !(stamp_changes >= 6 && stamps_track())) {
+  while (clock::now() - start < budget && tight_intervals < 5 && !(stamp_changes >= 6 && stamps_track())) {
+    const auto read_start = clock::now();
     auto p = gpu.power_reading(domain);
-    auto now = clock::now();
+    const auto read_end = clock::now();
     if (!p) return std::nullopt;
     ++polls;
     if (p->updated_at) {
@@ -443,18 +456,23 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
       }
       last_stamp = p->updated_at;
     }
-    double v = p->power.value();
+    const double v = p->power.value();
     if (last_value && v != *last_value) {
-      if (last_value_change) {
-        auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(now - *last_value_change);
-        if (!value_shortest || interval < *value_shortest) value_shortest = interval;
+      const auto width = read_end - *last_read_start;
+      const Change change{*last_read_start + width / 2, width <= kTightBracket};
+      if (last_change) {
+        const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(change.at - last_change->at);
+        auto& shortest = change.tight && last_change->tight ? tight_shortest : loose_shortest;
+        if (!shortest || interval < *shortest) shortest = interval;
+        if (change.tight && last_change->tight) ++tight_intervals;
       }
-      last_value_change = now;
-      ++value_changes;
+      last_change = change;
     }
     last_value = v;
+    last_read_start = read_start;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  const std::optional<std::chrono::nanoseconds> value_shortest = tight_shortest ? tight_shortest : loose_shortest;
   const bool stamps_track_updates = stamp_shortest && stamps_track();
   std::optional<std::chrono::nanoseconds> shortest = stamps_track_updates ? stamp_shortest : value_shortest;
   if (!shortest) return std::nullopt;

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "erg/sim/fake_devices.hpp"
@@ -50,6 +53,26 @@ TEST(PowerMonitorCpu, AnIoGlitchIsSkippedAndARepeatedOneStopsTheCpu) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].device, "cpu0");
   EXPECT_EQ(errors[0].error.code, ErrorCode::kIo);
+}
+
+TEST(InferUpdatePeriod, ALatePollDoesNotShortenThePeriod) {
+  // The power changes every 20 ms. Every 40th read stalls 9 ms after taking its value, as a
+  // preempted poller does: its change is seen late, and the next change, seen promptly, looks
+  // 11 ms after it. Only changes bracketed by two prompt reads may give the period.
+  auto gpu = std::make_shared<sim::FakeGpu>(0, false);
+  const auto t0 = std::chrono::steady_clock::now();
+  int reads = 0;
+  gpu->set_power_source([&] {
+    const auto since = std::chrono::steady_clock::now() - t0;
+    const double mw = 50000.0 + 1000.0 * std::floor(std::chrono::duration<double>(since).count() / 0.020);
+    if (++reads % 40 == 0) std::this_thread::sleep_for(milliseconds(9));
+    return mw;
+  });
+  auto p = infer_update_period(*gpu, milliseconds(1000));
+  ASSERT_TRUE(p);
+  // Two brackets of at most 1.5 ms each: the period ± 1.5 ms.
+  EXPECT_GE(p->count(), 18'500);
+  EXPECT_LE(p->count(), 21'500);
 }
 
 }  // namespace

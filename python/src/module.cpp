@@ -632,6 +632,7 @@ PYBIND11_MODULE(_core, m) {
              d["energy_period"] = seconds(i.energy_period);
              d["power_period"] = seconds(i.power_period);
              d["jitter"] = seconds(i.jitter);
+             d["power_jitter"] = seconds(i.power_jitter);
              d["gain"] = i.gain;
              d["partial_sampling"] = i.partial_sampling;
              return d;

@@ -707,6 +707,8 @@ Result<SensorInfo> Machine::sensor_info(unsigned gpu) {
   info.energy_period = std::chrono::nanoseconds(g.energy_ticks.period_ns);
   info.power_period = std::chrono::nanoseconds(g.shared_ticks ? g.energy_ticks.period_ns : g.power_ticks.period_ns);
   info.jitter = std::chrono::nanoseconds(static_cast<std::int64_t>(g.energy_ticks.jitter_ns));
+  info.power_jitter = std::chrono::nanoseconds(
+      static_cast<std::int64_t>(g.shared_ticks ? g.energy_ticks.jitter_ns : g.power_ticks.jitter_ns));
   info.gain = g.gain;
   info.partial_sampling = g.partial_sampling != 0;
   info.sampled_window = std::chrono::milliseconds(g.partial_sampling ? detail::sku_of(g).sampled_window_ms : 0);

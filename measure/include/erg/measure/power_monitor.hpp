@@ -119,8 +119,12 @@ class PowerMonitor {
 };
 
 /// Infers how often `gpu`'s instant power reading changes by polling it for at most `budget`
-/// and taking the shortest interval between changes; nullopt if it never changed. (Zeus polls
-/// 1000 times; native reads are ~1 µs so we poll for a duration instead.)
+/// and taking the shortest interval between updates; nullopt if it never changed. Updates are
+/// the driver's update stamps where they track updates, else changes of value; a change counts
+/// only when two prompt reads (≤ 1.5 ms apart) bracket it, so a poller delayed by preemption
+/// does not see a short period (unless no change was bracketed tightly at all). (Zeus polls
+/// 1000 times and takes the shortest interval between changes; native reads are ~1 µs so we
+/// poll for a duration instead.)
 std::optional<std::chrono::microseconds> infer_update_period(
     Gpu& gpu, std::chrono::milliseconds budget = std::chrono::milliseconds(600));
 

@@ -6,6 +6,7 @@
 /// which gives the interface's "since the first read" when the test starts them at 0.
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ class FakeGpu final : public Gpu {
   }
   void set_power_mw(double mw) { power_mw_.store(mw, std::memory_order_relaxed); }
   void set_failing(bool failing) { failing_.store(failing, std::memory_order_relaxed); }
+  /// Replaces the set power with what `source` returns (in mW) on each read, e.g. a value that
+  /// follows a clock or a read that stalls like a preempted thread. Set before the GPU is shared.
+  void set_power_source(std::function<double()> source) { power_source_ = std::move(source); }
   GpuCapabilities& mutable_capabilities() { return caps_; }
 
   unsigned index() const override { return index_; }
@@ -68,7 +72,7 @@ class FakeGpu final : public Gpu {
   Result<MilliWatts> power(PowerDomain d) override {
     if (failing_.load(std::memory_order_relaxed)) return fail(ErrorCode::kGpuLost, "fake GPU lost");
     for (auto have : caps_.power_domains)
-      if (have == d) return MilliWatts(power_mw_.load(std::memory_order_relaxed));
+      if (have == d) return MilliWatts(power_source_ ? power_source_() : power_mw_.load(std::memory_order_relaxed));
     return fail(ErrorCode::kNotSupported, "domain not supported");
   }
   Result<MilliWatts> power_limit() override { return MilliWatts(limit_mw_.load()); }
@@ -111,6 +115,7 @@ class FakeGpu final : public Gpu {
   std::atomic<double> limit_mw_{300000.0};
   std::atomic<bool> persistence_{false};
   std::atomic<bool> failing_{false};
+  std::function<double()> power_source_;
 };
 
 class FakeCpu final : public Cpu {

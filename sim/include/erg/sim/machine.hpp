@@ -63,7 +63,8 @@ struct Load {
 struct SensorInfo {
   std::chrono::nanoseconds energy_period{0};  ///< actual energy-counter update period
   std::chrono::nanoseconds power_period{0};   ///< actual instant-power update period
-  std::chrono::nanoseconds jitter{0};         ///< σ of each update's offset from its schedule
+  std::chrono::nanoseconds jitter{0};         ///< σ of each energy update's offset from its schedule
+  std::chrono::nanoseconds power_jitter{0};   ///< the same for the instant-power updates
   double gain = 0.0;                          ///< relative gain error of the sensor
   bool partial_sampling = false;              ///< measures only part of each period
   std::chrono::nanoseconds sampled_window{0};
