@@ -28,14 +28,24 @@ json measurement_json(const measure::Measurement& m, const Inventory& inventory)
     json e;
     e["index"] = g.index;
     e["name"] = g.index < inventory.gpus.size() ? inventory.gpus[g.index]->name() : "";
-    e["energy_j"] = round6(g.energy.value());
-    e["avg_power_w"] = m.time.count() > 0 ? round6(g.energy.value() / m.time.count()) : 0.0;
+    // Unknown energy (the GPU could not be read at an edge, or was lost) is null, never 0.
+    e["energy_j"] = g.energy ? json(round6(g.energy->value())) : json(nullptr);
+    e["avg_power_w"] =
+        g.energy ? json(m.time.count() > 0 ? round6(g.energy->value() / m.time.count()) : 0.0) : json(nullptr);
     e["source"] = std::string(measure::to_string(g.source));
     e["short_window"] = g.short_window;
     e["extrapolated_s"] = round6(g.extrapolated.count());
     e["unread_s"] = round6(g.unread.count());
     e["affected"] = g.affected;
-    if (g.error) e["error"] = g.error->message;
+    e["counter_restarts"] = g.counter_restarts;
+    e["counter_backwards"] = g.counter_backwards;
+    e["bridged_s"] = round6(g.bridged.count());
+    e["error_bound_j"] = round6(g.error_bound.value());
+    e["read_errors"] = g.read_errors;
+    if (g.error) {
+      e["error"] = g.error->message;
+      e["error_code"] = std::string(to_string(g.error->code));
+    }
     j["gpus"].push_back(e);
   }
   j["cpus"] = json::array();
@@ -49,6 +59,8 @@ json measurement_json(const measure::Measurement& m, const Inventory& inventory)
     j["cpus"].push_back(e);
   }
   j["total_energy_j"] = round6(m.total_energy().value());
+  // The totals leave out devices whose energy is unknown: say which.
+  j["total_missing"] = m.missing_devices();
   return j;
 }
 
@@ -65,10 +77,21 @@ std::string measurement_table(const measure::Measurement& m, const Inventory& in
     std::string name = g.index < inventory.gpus.size() ? inventory.gpus[g.index]->name() : "";
     std::string source(measure::to_string(g.source));
     if (g.short_window) source += " (short window)";
-    if (g.affected) source += " (counter anomaly)";
-    if (g.error) source = "error: " + g.error->message;
-    std::snprintf(line, sizeof line, "  gpu%-5u %-28.28s %14.3f %12.2f  %s\n", g.index, name.c_str(), g.energy.value(),
-                  avg(g.energy.value()), source.c_str());
+    if (g.counter_restarts + g.counter_backwards > 0) {
+      char note[96];
+      std::snprintf(note, sizeof note, " (counter %s, ±%.1f J)",
+                    g.counter_restarts > 0 ? "restarted" : "went backwards", g.error_bound.value());
+      source += note;
+    }
+    if (g.read_errors > 0 && g.energy) source += " (" + std::to_string(g.read_errors) + " failed reads retried)";
+    if (g.error) source += (g.energy ? " (last error: " : " error: ") + g.error->message + (g.energy ? ")" : "");
+    if (g.energy) {
+      std::snprintf(line, sizeof line, "  gpu%-5u %-28.28s %14.3f %12.2f  %s\n", g.index, name.c_str(),
+                    g.energy->value(), avg(g.energy->value()), source.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "  gpu%-5u %-28.28s %14s %12s  %s\n", g.index, name.c_str(), "unknown", "-",
+                    source.c_str());
+    }
     out += line;
   }
   for (const auto& c : m.cpus) {
@@ -81,8 +104,11 @@ std::string measurement_table(const measure::Measurement& m, const Inventory& in
       out += line;
     }
   }
-  std::snprintf(line, sizeof line, "  %-37s %14.3f %12.2f\n", "TOTAL", m.total_energy().value(),
-                avg(m.total_energy().value()));
+  const auto missing = m.missing_devices();
+  std::string without;
+  for (const auto& d : missing) without += (without.empty() ? "  without " : ", ") + d;
+  std::snprintf(line, sizeof line, "  %-37s %14.3f %12.2f%s\n", "TOTAL", m.total_energy().value(),
+                avg(m.total_energy().value()), without.c_str());
   out += line;
   return out;
 }

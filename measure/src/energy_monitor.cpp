@@ -48,6 +48,12 @@ struct GpuCounter {
   CounterHistory history;                           // accumulated mJ over monitor ns
   FollowPlan plan;
   std::optional<Error> error;  // last read error
+  // The previous successful read (monitor ns): a counter anomaly is bridged from it.
+  std::optional<std::int64_t> last_ok_t;
+  // The most the GPU can draw (mW; its highest settable power limit with a margin for
+  // excursions), the ceiling of a bridged span; negative when unknown.
+  double peak_mw = -1.0;
+  std::uint64_t failures = 0;  // reads that failed (each attempt)
 };
 
 struct CpuCounter {
@@ -69,14 +75,19 @@ struct WindowState {
   std::chrono::nanoseconds start{0};
   std::chrono::nanoseconds start_wall{0};
   // Per GPU: the edge instant (the read's time), the counter's value there (final once the
-  // update after the edge was read), and the anomaly count.
+  // update after the edge was read), the anomalies and failed reads so far, and whether the
+  // edge's read succeeded (else its error).
   std::vector<std::int64_t> gpu_t;
   std::vector<double> gpu_mj;
   std::vector<char> gpu_final;
   // CounterEstimate::unread_ns and unread_from of a final value.
   std::vector<std::int64_t> gpu_unread;
   std::vector<std::int64_t> gpu_unread_from;
-  std::vector<std::uint64_t> gpu_anomalies;
+  std::vector<CounterAnomalies> gpu_anomalies;
+  std::vector<std::uint64_t> gpu_failures_before;  // before the edge's read
+  std::vector<std::uint64_t> gpu_failures_after;   // after it
+  std::vector<char> gpu_read_ok;
+  std::vector<std::optional<Error>> gpu_error;
   std::vector<double> cpu_uj;
   std::vector<double> dram_uj;
   std::vector<std::uint64_t> cpu_anomalies;
@@ -116,6 +127,15 @@ constexpr std::int64_t kReprobeNs = 10'000'000'000;
 constexpr int kDenseAfterLock = 16;
 constexpr std::int64_t kDenseEvery = 10;
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+// A read that fails with an error that can pass (a timeout, an unknown driver error, I/O) is
+// tried again at once, up to this many attempts in all; a lost GPU or a missing capability is not.
+constexpr int kReadAttempts = 5;
+bool transient(ErrorCode code) {
+  return code == ErrorCode::kTimeout || code == ErrorCode::kDriverError || code == ErrorCode::kIo;
+}
+// The ceiling of a bridged span: the highest settable power limit plus this share (a GPU's
+// average power over a ~100 ms span stays within a few percent of its limit).
+constexpr double kPeakMargin = 1.1;
 
 struct EnergyMonitor::Impl {
   const Clock* clock;
@@ -165,13 +185,36 @@ struct EnergyMonitor::Impl {
   std::int64_t read_gpu(std::size_t i, std::chrono::nanoseconds wall_offset) {
     GpuCounter& g = gpus[i];
     auto r = g.gpu->energy_reading();
+    for (int attempt = 1; !r && attempt < kReadAttempts && transient(r.error().code); ++attempt) {
+      ++g.failures;
+      r = g.gpu->energy_reading();
+    }
     const std::int64_t t = clock->now().count();
     if (!r) {
+      ++g.failures;
       g.error = r.error();
       return t;
     }
-    // The tracker sees raw counter values; the history their monotonic accumulation.
-    g.tracker.update(r->energy.value());
+    // The tracker sees raw counter values; the history their monotonic accumulation. Should the
+    // counter restart or step back, the span since the last good read is bridged at the rate the
+    // counter showed before it.
+    // The counter steps once per update: over the span it would have added the updates the
+    // schedule puts in it (none when the anomaly shows between two updates), each about the
+    // recent rate × the period; before the schedule is known, the rate × the span.
+    CounterBridge bridge;
+    if (g.last_ok_t) {
+      bridge.span_ns = std::max<std::int64_t>(0, t - *g.last_ok_t);
+      double rate = g.history.recent_rate();                         // mJ/ns
+      if (rate <= 0.0 && r->power) rate = r->power->value() * 1e-9;  // mW = mJ/s
+      const auto& sch = g.history.schedule();
+      if (auto n = g.history.updates_between(*g.last_ok_t, t))
+        bridge.estimate = rate * static_cast<double>(*n) * static_cast<double>(sch.period.count());
+      else
+        bridge.estimate = rate * static_cast<double>(bridge.span_ns);
+      if (g.peak_mw > 0.0) bridge.ceiling = g.peak_mw * 1e-9 * static_cast<double>(bridge.span_ns);
+    }
+    g.tracker.update(r->energy.value(), bridge);
+    g.last_ok_t = t;
     g.error.reset();
     CounterRead read;
     read.t_ns = t;
@@ -204,13 +247,21 @@ struct EnergyMonitor::Impl {
     s.gpu_unread.assign(n, 0);
     s.gpu_unread_from.assign(n, 0);
     s.gpu_anomalies.resize(n);
+    s.gpu_failures_before.resize(n);
+    s.gpu_failures_after.resize(n);
+    s.gpu_read_ok.resize(n);
+    s.gpu_error.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       auto& g = gpus[i];
       s.gpu_final[i] = 1;
       s.gpu_mj[i] = 0.0;
       s.gpu_t[i] = 0;
+      s.gpu_failures_before[i] = g.failures;
+      s.gpu_read_ok[i] = 1;
+      if (s.gpu_error[i]) s.gpu_error[i].reset();
       if (g.has_counter) {
         s.gpu_t[i] = read_gpu(i, offset);
+        if (g.error) s.gpu_read_ok[i] = 0, s.gpu_error[i] = g.error;
         s.gpu_mj[i] = g.tracker.accumulated();
         if (estimates() && !g.error) {
           if (auto v = g.history.value_at(s.gpu_t[i]))
@@ -218,7 +269,8 @@ struct EnergyMonitor::Impl {
             s.gpu_final[i] = v->final && mature(g.history.schedule()) ? 1 : 0;
         }
       }
-      s.gpu_anomalies[i] = g.tracker.anomalies();
+      s.gpu_anomalies[i] = g.tracker.anomaly_record();
+      s.gpu_failures_after[i] = g.failures;
     }
     s.cpu_uj.resize(cpus.size());
     s.dram_uj.resize(cpus.size());
@@ -433,7 +485,7 @@ struct EnergyMonitor::Impl {
     if (options.log_format == LogFormat::kCsv) {
       row = fmt_double(static_cast<double>(m.start_wall.count()) * 1e-9) + "," + csv_field(m.name) + "," +
             fmt_double(m.time.count());
-      for (const auto& g : m.gpus) row += "," + fmt_double(g.energy.value());
+      for (const auto& g : m.gpus) row += "," + (g.energy ? fmt_double(g.energy->value()) : std::string());
       for (const auto& c : m.cpus) {
         row += "," + fmt_double(c.package.value());
         if (c.dram) row += "," + fmt_double(c.dram->value());
@@ -443,7 +495,9 @@ struct EnergyMonitor::Impl {
       j["start_time"] = static_cast<double>(m.start_wall.count()) * 1e-9;
       j["window_name"] = m.name;
       j["elapsed_time"] = m.time.count();
-      for (const auto& g : m.gpus) j["gpu" + std::to_string(g.index) + "_energy"] = g.energy.value();
+      for (const auto& g : m.gpus)
+        j["gpu" + std::to_string(g.index) + "_energy"] =
+            g.energy ? nlohmann::json(g.energy->value()) : nlohmann::json();
       for (const auto& c : m.cpus) {
         j["cpu" + std::to_string(c.index) + "_energy"] = c.package.value();
         if (c.dram) j["dram" + std::to_string(c.index) + "_energy"] = c.dram->value();
@@ -500,6 +554,9 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
                                     CounterHistory(std::chrono::duration_cast<std::chrono::nanoseconds>(nominal)),
                                     {},
                                     {}});
+    if (caps.energy_counter && caps.power_limit)
+      if (auto c = gpus[i]->power_limit_constraints(); c && c->max.value() > 0.0)
+        impl->gpus.back().peak_mw = c->max.value() * kPeakMargin;
     // Not followed: never due.
     if (!options.follow_counters || !caps.energy_counter) impl->gpus.back().plan.next_due = kNever;
     if (!caps.energy_counter) old_gpus.push_back(i);
@@ -682,27 +739,51 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
       ge.index = g.index;
       if (g.has_counter) {
         // Both edges at their best now: the begin edge is usually final already; the end edge is
-        // final after settling, else extrapolated from the last update.
+        // final after settling, else extrapolated from the last update. An edge whose read failed
+        // (after retries) is known only from reads around it: the begin edge from the history
+        // (reads before it and after it), the end edge not at all (the GPU may have stopped).
         CounterEstimate begin;
+        bool begin_known = true;
         if (start.gpu_final[i]) {
           begin.value = start.gpu_mj[i];
           begin.unread_ns = start.gpu_unread[i];
           begin.unread_from = start.gpu_unread_from[i];
+          begin_known = start.gpu_read_ok[i] || !impl_->estimates();
+        } else if (!start.gpu_read_ok[i]) {
+          auto v = impl_->estimates() ? g.history.value_at(start.gpu_t[i]) : std::nullopt;
+          begin_known = v.has_value();
+          if (v) begin = *v;
         } else {
           begin = impl_->edge_value(i, start.gpu_t[i], start.gpu_mj[i]);
         }
-        const CounterEstimate finish = impl_->edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
-        ge.energy = MilliJoules(std::max(0.0, finish.value - begin.value));
-        // Both edges in one unread span count it once.
-        const bool same = begin.unread_ns > 0 && finish.unread_ns > 0 && begin.unread_from == finish.unread_from;
-        ge.unread = Seconds(static_cast<double>(begin.unread_ns + (same ? 0 : finish.unread_ns)) * 1e-9);
-        if (impl_->estimates() && !g.history.final_at(end.gpu_t[i])) {
-          if (auto last = g.history.last_update_time())
-            ge.extrapolated = Seconds(
-                static_cast<double>(std::max<std::int64_t>(0, end.gpu_t[i] - std::max(*last, start.gpu_t[i]))) * 1e-9);
+        if (!begin_known || !end.gpu_read_ok[i]) {
+          const auto& err = !end.gpu_read_ok[i] ? end.gpu_error[i] : start.gpu_error[i];
+          ge.error = Error{err ? err->code : ErrorCode::kInternal,
+                           "GPU " + std::to_string(g.index) + " could not be read at the window's " +
+                               (!end.gpu_read_ok[i] ? "end" : "start") + (err ? ": " + err->message : std::string())};
+        } else {
+          const CounterEstimate finish = impl_->edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
+          ge.energy = MilliJoules(std::max(0.0, finish.value - begin.value));
+          // Both edges in one unread span count it once.
+          const bool same = begin.unread_ns > 0 && finish.unread_ns > 0 && begin.unread_from == finish.unread_from;
+          ge.unread = Seconds(static_cast<double>(begin.unread_ns + (same ? 0 : finish.unread_ns)) * 1e-9);
+          if (impl_->estimates() && !g.history.final_at(end.gpu_t[i])) {
+            if (auto last = g.history.last_update_time())
+              ge.extrapolated = Seconds(
+                  static_cast<double>(std::max<std::int64_t>(0, end.gpu_t[i] - std::max(*last, start.gpu_t[i]))) *
+                  1e-9);
+          }
+          if (!start.gpu_read_ok[i] && start.gpu_error[i]) ge.error = start.gpu_error[i];
         }
         ge.source = EnergySource::kCounter;
-        ge.affected = end.gpu_anomalies[i] != start.gpu_anomalies[i];
+        const CounterAnomalies& a0 = start.gpu_anomalies[i];
+        const CounterAnomalies& a1 = end.gpu_anomalies[i];
+        ge.counter_restarts = a1.restarts - a0.restarts;
+        ge.counter_backwards = a1.backwards - a0.backwards;
+        ge.bridged = Seconds(static_cast<double>(a1.bridged_ns - a0.bridged_ns) * 1e-9);
+        ge.error_bound = MilliJoules(std::max(0.0, a1.error_bound - a0.error_bound));
+        ge.read_errors = end.gpu_failures_after[i] - start.gpu_failures_before[i];
+        ge.affected = ge.counter_restarts + ge.counter_backwards + ge.read_errors > 0 || !ge.energy;
         const auto& sch = g.history.schedule();
         std::optional<std::chrono::nanoseconds> period;
         if (sch.locked && !sch.continuous)
@@ -711,10 +792,6 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
           period = *g.period;
         if (period)
           ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*period).count();
-        if (g.error) {
-          ge.error = g.error;
-          ge.affected = true;
-        }
       } else {
         ge.source = EnergySource::kIntegrated;
         if (impl_->power_monitor) {
@@ -723,12 +800,13 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
             ge.energy = *e;
           } else {
             ge.error = e.error();
+            ge.affected = true;
           }
           ge.short_window = m.time.count() <
                             kShortWindowPeriods * std::chrono::duration<double>(impl_->power_monitor->period()).count();
         }
       }
-      if (impl_->options.approx_instant_energy && ge.energy.value() == 0.0 && instant[i]) {
+      if (impl_->options.approx_instant_energy && ge.energy && ge.energy->value() == 0.0 && instant[i]) {
         ge.energy = *instant[i] * m.time;
         ge.source = EnergySource::kInstantApprox;
       }

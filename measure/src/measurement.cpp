@@ -13,7 +13,8 @@ std::string_view to_string(EnergySource source) {
 
 Joules Measurement::gpu_energy() const {
   Joules sum;
-  for (const auto& g : gpus) sum += g.energy;
+  for (const auto& g : gpus)
+    if (g.energy) sum += *g.energy;
   return sum;
 }
 
@@ -31,6 +32,13 @@ Joules Measurement::dram_energy() const {
 }
 
 Joules Measurement::total_energy() const { return gpu_energy() + cpu_energy() + dram_energy(); }
+
+std::vector<std::string> Measurement::missing_devices() const {
+  std::vector<std::string> out;
+  for (const auto& g : gpus)
+    if (!g.energy) out.push_back("gpu" + std::to_string(g.index));
+  return out;
+}
 
 bool Measurement::affected() const {
   for (const auto& g : gpus)

@@ -130,7 +130,7 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
       const double sensor = (*s1 - *s0).value(), phys = w.phys_end[g] - w.phys_begin[g];
       const auto& sg = w.settled.gpus[g];
       const auto& ig = w.immediate.gpus[g];
-      const double es = sg.energy.value() - sensor, ei = ig.energy.value() - sensor, ep = sg.energy.value() - phys;
+      const double es = sg.energy->value() - sensor, ei = ig.energy->value() - sensor, ep = sg.energy->value() - phys;
       const int col = w.length_s >= 10 ? 3 : w.length_s >= 1 ? 2 : w.length_s >= 0.35 ? 1 : 0;
       worst[0][col] = std::max(worst[0][col], 100 * std::abs(es) / sensor);
       worst[1][col] = std::max(worst[1][col], 100 * std::abs(ei) / sensor);

@@ -338,7 +338,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("gpu_energy",
                              [](const Measurement& x) {
                                py::dict d;
-                               for (const auto& g : x.gpus) d[py::int_(g.index)] = g.energy.value();
+                               // None for a GPU whose energy is unknown (see errors), never 0.
+                               for (const auto& g : x.gpus)
+                                 d[py::int_(g.index)] =
+                                     g.energy ? py::object(py::float_(g.energy->value())) : py::object(py::none());
                                return d;
                              })
       .def_property_readonly("cpu_energy",
@@ -359,6 +362,29 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("dram_energy_total", [](const Measurement& x) { return x.dram_energy().value(); })
       .def_property_readonly("total_energy", [](const Measurement& x) { return x.total_energy().value(); })
       .def_property_readonly("affected", &Measurement::affected)
+      .def_property_readonly("missing_devices", &Measurement::missing_devices,
+                             "Devices the totals leave out because their energy is unknown ('gpu1', ...).")
+      .def_property_readonly(
+          "gpu_faults",
+          [](const Measurement& x) {
+            py::dict d;
+            for (const auto& g : x.gpus) {
+              if (!g.affected && !g.error) continue;
+              py::dict f;
+              f["counter_restarts"] = g.counter_restarts;
+              f["counter_backwards"] = g.counter_backwards;
+              f["bridged"] = g.bridged.count();
+              f["error_bound"] = g.error_bound.value();
+              f["read_errors"] = g.read_errors;
+              f["error"] = g.error ? py::object(py::str(g.error->message)) : py::object(py::none());
+              f["error_code"] =
+                  g.error ? py::object(py::str(std::string(to_string(g.error->code)))) : py::object(py::none());
+              d[py::int_(g.index)] = f;
+            }
+            return d;
+          },
+          "Per affected GPU: counter restarts and backward steps in the window, how long was bridged "
+          "and the error bound (J) that implies, failed reads (retried), and the error if any.")
       .def_property_readonly("short_window_gpus",
                              [](const Measurement& x) {
                                std::vector<unsigned> out;

@@ -39,7 +39,11 @@ int main() {
     std::fprintf(stderr, "consumer: %s\n", m.error().message.c_str());
     return 1;
   }
-  const double measured = m->gpus.at(0).energy.value();
+  if (!m->gpus.at(0).energy) {
+    std::fprintf(stderr, "consumer: %s\n", m->gpus.at(0).error ? m->gpus.at(0).error->message.c_str() : "no energy");
+    return 1;
+  }
+  const double measured = m->gpus.at(0).energy->value();
   auto s0 = machine.sensor_energy_at(0, t0), s1 = machine.sensor_energy_at(0, t1);
   if (!s0 || !s1) return 1;
   const double truth = (*s1 - *s0).value();

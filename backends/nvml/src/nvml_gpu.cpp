@@ -255,7 +255,17 @@ Result<EnergyReading> NvmlGpu::energy_reading() {
   const nvmlReturn_t rc = nvml_.nvmlDeviceGetFieldValues(device_, count, values);
   double energy_mj = 0.0;
   if (rc != NVML_SUCCESS || values[0].nvmlReturn != NVML_SUCCESS || !field_number(values[0], energy_mj)) {
-    counter_reading(out);  // the field is not there on this driver: the plain counter call
+    // The field is not there on this driver: the plain counter call. Any other failure (a
+    // timeout, an unknown error, a lost GPU) is the GPU's, and is reported as such: a second
+    // call that happens to succeed would hide it from the caller, who counts and retries them.
+    const nvmlReturn_t why = rc != NVML_SUCCESS ? rc : values[0].nvmlReturn;
+    const bool absent = why == NVML_SUCCESS || why == NVML_ERROR_NOT_SUPPORTED || why == NVML_ERROR_INVALID_ARGUMENT ||
+                        why == NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!absent) {
+      out = fail(error(why, "nvmlDeviceGetFieldValues(TOTAL_ENERGY_CONSUMPTION)"));
+      return out;
+    }
+    counter_reading(out);
     return out;
   }
   out->energy = MilliJoules(energy_mj);

@@ -85,6 +85,9 @@ class CounterHistory {
   /// When the first update after `t_ns` is expected (the model's prediction plus three σ, so a
   /// read then sees it); nullopt before the schedule is locked.
   [[nodiscard]] std::optional<std::int64_t> update_expected_after(std::int64_t t_ns) const;
+  /// How many updates the schedule predicts in (a_ns, b_ns] (nullopt unless locked and not
+  /// continuous).
+  [[nodiscard]] std::optional<std::int64_t> updates_between(std::int64_t a_ns, std::int64_t b_ns) const;
   /// The predicted time of update `index` (nullopt unless locked).
   [[nodiscard]] std::optional<std::int64_t> predicted_time(std::int64_t index) const;
   /// Index of the newest update seen (nullopt unless locked and seen).
@@ -95,6 +98,9 @@ class CounterHistory {
   [[nodiscard]] std::optional<std::int64_t> last_read_time() const;
 
   [[nodiscard]] const UpdateSchedule& schedule() const { return schedule_; }
+  /// The counter's recent rate (value units per ns) over the last few consecutive updates, or
+  /// the instant power read with the newest value; 0 when neither is known yet.
+  [[nodiscard]] double recent_rate() const { return tail_rate_; }
   /// Updates (distinct values) seen so far.
   [[nodiscard]] std::uint64_t updates_seen() const { return updates_seen_; }
   /// Reads fed so far.

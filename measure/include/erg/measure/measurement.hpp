@@ -22,7 +22,9 @@ std::string_view to_string(EnergySource source);
 
 struct GpuEnergy {
   unsigned index = 0;  ///< erg GPU index.
-  Joules energy;
+  /// nullopt when the energy cannot be known (the GPU could not be read at an edge of the window,
+  /// even after retries, or was lost): `error` says why. Never a 0 J standing in for unknown.
+  std::optional<Joules> energy;
   EnergySource source = EnergySource::kCounter;
   /// The window is shorter than about two update periods of the counter it used, so the
   /// figure is coarse (it may even be 0 J).
@@ -34,12 +36,23 @@ struct GpuEnergy {
   /// How long the spans around the window's edges were in which the counter's updates went
   /// unread (its reader was starved for more than an update period): across such a span the
   /// edge is interpolated evenly between the updates read on either side of it, not as the
-  /// sensor counted period by period, so a load change inside it can move the figure by up to
+  /// sensor counted it period by period, so a load change inside it can move the figure by up to
   /// the span times the power swing. 0 normally.
   Seconds unread{0.0};
-  /// The counter reset or went backwards during the window; the figure is a lower bound.
+  /// Counter anomalies inside the window: the counter restarted from zero (a driver reload) or
+  /// stepped backwards. The span between the reads around each one is bridged with the
+  /// counter's recent rate (`bridged` long); the figure is then off by at most `error_bound`.
+  std::uint64_t counter_restarts = 0;
+  std::uint64_t counter_backwards = 0;
+  Seconds bridged{0.0};
+  Joules error_bound{0.0};
+  /// Reads of the GPU that failed during the window (each retried; a counter keeps counting
+  /// across failed reads, so the figure stays exact if a later read succeeds).
+  std::uint64_t read_errors = 0;
+  /// A counter anomaly, a failed read, or an unknown energy: look at the fields above.
   bool affected = false;
-  /// Set when the device could not be read at the window's end (the energy is then 0).
+  /// Why the energy is unknown (with `energy` nullopt), or the last read error when a read at an
+  /// edge failed but the figure could still be made (e.g. from the reads around it).
   std::optional<Error> error;
 };
 
@@ -61,10 +74,13 @@ struct Measurement {
   std::vector<GpuEnergy> gpus;
   std::vector<CpuEnergy> cpus;
 
-  [[nodiscard]] Joules gpu_energy() const;    ///< Sum over GPUs (Zeus's total_energy).
+  [[nodiscard]] Joules gpu_energy() const;    ///< Sum over GPUs whose energy is known (Zeus's total_energy).
   [[nodiscard]] Joules cpu_energy() const;    ///< Sum of package energy.
   [[nodiscard]] Joules dram_energy() const;   ///< Sum of DRAM energy.
-  [[nodiscard]] Joules total_energy() const;  ///< GPUs + packages + DRAM.
+  [[nodiscard]] Joules total_energy() const;  ///< GPUs + packages + DRAM, over the devices it covers.
+  /// The devices the totals leave out because their energy is unknown ("gpu1", ...); empty
+  /// when the totals cover every monitored device.
+  [[nodiscard]] std::vector<std::string> missing_devices() const;
   /// True if any device's figure is affected by a counter anomaly or a read error.
   [[nodiscard]] bool affected() const;
 };
