@@ -19,4 +19,8 @@ std::string_view to_string(ErrorCode code) {
   return "internal";
 }
 
+bool transient(ErrorCode code) {
+  return code == ErrorCode::kTimeout || code == ErrorCode::kDriverError || code == ErrorCode::kIo;
+}
+
 }  // namespace erg

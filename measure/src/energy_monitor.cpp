@@ -130,9 +130,6 @@ constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 // A read that fails with an error that can pass (a timeout, an unknown driver error, I/O) is
 // tried again at once, up to this many attempts in all; a lost GPU or a missing capability is not.
 constexpr int kReadAttempts = 5;
-bool transient(ErrorCode code) {
-  return code == ErrorCode::kTimeout || code == ErrorCode::kDriverError || code == ErrorCode::kIo;
-}
 // The ceiling of a bridged span: the highest settable power limit plus this share (a GPU's
 // average power over a ~100 ms span stays within a few percent of its limit).
 constexpr double kPeakMargin = 1.1;

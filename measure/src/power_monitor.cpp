@@ -20,6 +20,10 @@ struct Series {
   explicit Series(std::size_t capacity) : timeline(capacity) {}
   mutable std::mutex mu;
   Timeline timeline;
+  // Set (under mu) when the device stopped being sampled: from then on no power or energy is
+  // known for it, and queries reaching past it are errors, not the last sample held forever.
+  std::optional<std::chrono::nanoseconds> stopped_at;
+  std::optional<Error> stopped_error;
 };
 
 struct GpuSlot {
@@ -27,6 +31,8 @@ struct GpuSlot {
   std::shared_ptr<Gpu> gpu;
   std::map<PowerDomain, std::unique_ptr<Series>> series;
   bool failed = false;
+  int consecutive_errors = 0;  // a transient error is retried next round, up to kGpuRetries in a row
+  std::shared_ptr<std::atomic<std::uint64_t>> read_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 struct CpuSlot {
@@ -41,6 +47,16 @@ struct CpuSlot {
 // Consecutive I/O errors after which a CPU stops being sampled (one is a glitch: a counter that
 // read corrupt or reset, which RaplCpu reports and counts on from).
 constexpr int kCpuRetries = 3;
+// Consecutive rounds with a transient GPU error (a timeout, an unknown driver error) after which
+// the GPU stops being sampled; a lost GPU stops at once.
+constexpr int kGpuRetries = 5;
+
+void stop_series(Series& s, std::chrono::nanoseconds t, const Error& e) {
+  std::lock_guard lock(s.mu);
+  if (s.stopped_at) return;
+  s.stopped_at = t;
+  s.stopped_error = e;
+}
 
 }  // namespace
 
@@ -72,11 +88,18 @@ struct PowerMonitor::Impl {
       for (auto& [domain, series] : slot.series) {
         auto p = slot.gpu->power_reading(domain);
         if (!p) {
-          // A failing device is reported and skipped from now on; the others continue.
+          slot.read_errors->fetch_add(1, std::memory_order_relaxed);
+          // A transient error skips this round (the timeline holds its last sample across the
+          // gap); a lasting one, or a lost GPU, stops the GPU: reported, and its series end
+          // there. The others continue.
+          if (transient(p.error().code) && ++slot.consecutive_errors < kGpuRetries) break;
           slot.failed = true;
+          const auto now = clock->now();
+          for (auto& [d, s] : slot.series) stop_series(*s, now, p.error());
           record_error("gpu" + std::to_string(slot.index), p.error());
           break;
         }
+        slot.consecutive_errors = 0;
         // Stamp the sample with the time the sensor produced it when the driver says so
         // (NVML field timestamps), not the time we happened to read it.
         auto t = clock->now();
@@ -95,6 +118,8 @@ struct PowerMonitor::Impl {
       if (!e) {
         if (e.error().code != ErrorCode::kIo || ++slot.consecutive_errors >= kCpuRetries) {
           slot.failed = true;
+          stop_series(*slot.package, t, e.error());
+          if (slot.dram) stop_series(*slot.dram, t, e.error());
           record_error("cpu" + std::to_string(slot.index), e.error());
         }
         continue;
@@ -162,8 +187,17 @@ struct PowerMonitor::Impl {
 
 namespace {
 
+/// The error for a query at `t` (nullopt: now) on a series that stopped before it.
+std::optional<Error> stopped_before(const Series& s, std::optional<std::chrono::nanoseconds> t,
+                                    const std::string& what) {
+  if (!s.stopped_at || (t && *t < *s.stopped_at)) return std::nullopt;
+  const ErrorCode code = s.stopped_error ? s.stopped_error->code : ErrorCode::kUnavailable;
+  return Error{code, what + " stopped being sampled" + (s.stopped_error ? ": " + s.stopped_error->message : "")};
+}
+
 Result<Watts> power_of(const Series& s, std::optional<std::chrono::nanoseconds> time, const std::string& what) {
   std::lock_guard lock(s.mu);
+  if (auto e = stopped_before(s, time, what)) return fail(*e);
   auto p = time ? s.timeline.nearest(*time) : s.timeline.latest();
   if (!p) return fail(ErrorCode::kUnavailable, "no power sample yet for " + what);
   return Watts(p->watts);
@@ -181,6 +215,9 @@ Result<Joules> energy_of(const Series& s, std::chrono::nanoseconds a, std::chron
                                                  std::to_string(std::chrono::duration<double>(b - now).count()) +
                                                  " s in the future (no energy is reported for time not yet lived)");
   std::lock_guard lock(s.mu);
+  // Energy past the moment the device stopped being sampled is unknown: an error, not the last
+  // sample held to `b`.
+  if (s.stopped_at && b > *s.stopped_at) return fail(*stopped_before(s, b, what));
   auto e = s.timeline.energy(a, b);
   if (!e) {
     if (e.error().code == ErrorCode::kUnavailable)
@@ -192,6 +229,7 @@ Result<Joules> energy_of(const Series& s, std::chrono::nanoseconds a, std::chron
 
 Result<Watts> power_at_of(const Series& s, std::chrono::nanoseconds t, const std::string& what) {
   std::lock_guard lock(s.mu);
+  if (auto e = stopped_before(s, t, what)) return fail(*e);
   auto p = s.timeline.power_at(t);
   if (!p) return fail(ErrorCode::kUnavailable, "no power sample at that time for " + what);
   return Watts(*p);
@@ -309,6 +347,12 @@ std::optional<std::chrono::nanoseconds> PowerMonitor::sampler_cpu_time() const {
 
 bool PowerMonitor::sampled(unsigned gpu, PowerDomain domain) const {
   return static_cast<bool>(impl_->gpu_series(gpu, domain));
+}
+
+std::uint64_t PowerMonitor::read_errors(unsigned gpu) const {
+  for (const auto& g : impl_->gpus)
+    if (g.index == gpu) return g.read_errors->load(std::memory_order_relaxed);
+  return 0;
 }
 
 std::vector<SamplingError> PowerMonitor::errors() const {

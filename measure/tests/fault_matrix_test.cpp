@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "erg/measure/power_monitor.hpp"
 #include "erg/sim/faults.hpp"
 #include "virtual_rig.hpp"
 
@@ -109,6 +110,71 @@ TEST_P(FaultMatrix, EnergyMonitorFlagsOrRefuses) {
     }
   }
 }
+
+class PowerMonitorFaults : public ::testing::TestWithParam<sim::Fault> {};
+
+TEST_P(PowerMonitorFaults, PowerMonitorFlagsOrRefuses) {
+  // The sampler reads power, not the counter: counter faults leave it exact. Read errors skip a
+  // round (counted); a lasting error or a lost GPU stops the GPU, and its power and energy past
+  // that moment are errors naming it — not its last sample held on.
+  const sim::Fault fault = GetParam();
+  VirtualRig rig("2xA100,cpus=0,seed=3");
+  ASSERT_TRUE(rig.machine->set_utilization(0, 0.8));  // a steady load: the samples see it all
+  ASSERT_TRUE(rig.machine->set_utilization(1, 0.8));
+  PowerMonitorOptions o;
+  o.clock = rig.clock.get();
+  o.start_thread = false;
+  o.period = milliseconds(10);
+  o.cpus = false;
+  auto pm = PowerMonitor::create(rig.gpus, {}, o);
+  ASSERT_TRUE(pm) << pm.error().message;
+  auto run_for = [&](std::chrono::milliseconds d) {
+    const auto until = rig.now() + d;
+    while (rig.now() < until) {
+      rig.advance(milliseconds(10));
+      (*pm)->sample_once();
+    }
+  };
+  run_for(milliseconds(500));
+  const auto t0 = rig.now();
+  const double e0[2] = {rig.machine->true_energy(0)->value(), rig.machine->true_energy(1)->value()};
+  run_for(milliseconds(1000));
+  ASSERT_TRUE(sim::inject_fault(*rig.machine, 0, fault));
+  run_for(milliseconds(1000));
+  const auto t1 = rig.now();
+  const double e1[2] = {rig.machine->true_energy(0)->value(), rig.machine->true_energy(1)->value()};
+  for (unsigned g = 0; g < 2; ++g) {
+    const bool stopped = g == 0 && (fault == sim::Fault::kTimeout || fault == sim::Fault::kLost);
+    auto e = (*pm)->gpu_energy(g, PowerDomain::kDeviceInstant, t0, t1);
+    auto now = (*pm)->gpu_power(g);
+    if (stopped) {
+      ASSERT_FALSE(e) << e->value() << " J";
+      EXPECT_EQ(e.error().code, fault == sim::Fault::kLost ? ErrorCode::kGpuLost : ErrorCode::kTimeout);
+      EXPECT_NE(e.error().message.find("GPU 0"), std::string::npos) << e.error().message;
+      ASSERT_FALSE(now) << "a stopped GPU has no current power: " << now->value() << " W";
+      EXPECT_NE(now.error().message.find("GPU 0"), std::string::npos) << now.error().message;
+      auto errors = (*pm)->errors();
+      ASSERT_EQ(errors.size(), 1u);
+      EXPECT_EQ(errors[0].device, "gpu0");
+      // What was sampled before the fault is still there.
+      EXPECT_TRUE((*pm)->gpu_energy(g, PowerDomain::kDeviceInstant, t0, t0 + milliseconds(900)));
+      continue;
+    }
+    ASSERT_TRUE(e) << "gpu" << g << ": " << e.error().message;
+    const double truth = (e1[g] - e0[g]) * (1 + rig.machine->sensor_info(g)->gain);
+    EXPECT_NEAR(e->value(), truth, 0.01 * truth) << "gpu" << g;
+    ASSERT_TRUE(now);
+    if (g == 0 && (fault == sim::Fault::kOneError || fault == sim::Fault::kThreeErrors)) {
+      EXPECT_GE((*pm)->read_errors(0), fault == sim::Fault::kOneError ? 1u : 3u);
+    } else {
+      EXPECT_EQ((*pm)->read_errors(g), 0u) << "gpu" << g;
+    }
+  }
+  EXPECT_EQ((*pm)->errors().size(), fault == sim::Fault::kTimeout || fault == sim::Fault::kLost ? 1u : 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryFault, PowerMonitorFaults, ::testing::ValuesIn(sim::kAllFaults),
+                         [](const auto& p) { return std::string(sim::fault_name(p.param)); });
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;

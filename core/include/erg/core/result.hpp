@@ -28,6 +28,10 @@ enum class ErrorCode {
 /// Stable lower-case name (`not_supported`, `no_permission`, ...) used in JSON and logs.
 std::string_view to_string(ErrorCode code);
 
+/// An error that can pass if the call is made again (a timeout, an unknown driver error, an
+/// I/O error); a lost GPU, a missing capability or permission does not.
+[[nodiscard]] bool transient(ErrorCode code);
+
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;

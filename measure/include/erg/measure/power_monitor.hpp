@@ -7,8 +7,10 @@
 /// timelines start at creation — and stops (the thread is joined) in stop() or the destructor.
 /// Move-only through unique_ptr. Queries are thread-safe and O(log n) in the number of stored
 /// samples. They never extrapolate: an interval that starts before the oldest retained sample
-/// or ends after now is an error. A device that fails (NVML error, GPU lost) is recorded in
-/// errors() and skipped; the others keep being sampled.
+/// or ends after now is an error. A transient read error skips a round (counted in
+/// read_errors()); a device that fails for good (a lost GPU, errors in a row) is recorded in
+/// errors() and no longer sampled: its power and energy past that moment are errors naming it,
+/// never its last sample held on. The others keep being sampled.
 
 #include <chrono>
 #include <cstddef>
@@ -77,6 +79,9 @@ class PowerMonitor {
   /// Whether `domain` is sampled on `gpu`.
   [[nodiscard]] bool sampled(unsigned gpu, PowerDomain domain) const;
   [[nodiscard]] std::vector<SamplingError> errors() const;
+  /// Reads of `gpu` that failed so far, including the transient ones that only skipped a round
+  /// (the timeline holds the last sample across such a gap). 0 for a GPU not sampled.
+  [[nodiscard]] std::uint64_t read_errors(unsigned gpu) const;
   /// Rounds of sampling done so far.
   [[nodiscard]] std::uint64_t rounds() const;
   /// CPU time the sampling thread has used so far (erg's own overhead); nullopt when no

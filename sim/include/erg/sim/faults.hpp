@@ -23,9 +23,8 @@ enum class Fault {
   kLost,              ///< "lost": the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST) until found.
 };
 
-inline constexpr std::array<Fault, 6> kAllFaults = {Fault::kCounterBackwards, Fault::kCounterReset,
-                                                    Fault::kOneError,         Fault::kThreeErrors,
-                                                    Fault::kTimeout,          Fault::kLost};
+inline constexpr std::array<Fault, 6> kAllFaults = {Fault::kCounterBackwards, Fault::kCounterReset, Fault::kOneError,
+                                                    Fault::kThreeErrors,      Fault::kTimeout,      Fault::kLost};
 
 std::string_view fault_name(Fault fault);
 std::optional<Fault> parse_fault(std::string_view name);
