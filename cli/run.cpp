@@ -8,12 +8,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
-#include <sstream>
+#include <optional>
 
 #include "app.hpp"
+#include "erg/core/file.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/power_monitor.hpp"
+#include "run_log.hpp"
 #include "summary.hpp"
 
 extern char** environ;
@@ -22,11 +25,17 @@ namespace erg::cli {
 namespace {
 
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_pending = 0;  // a signal that came while there was no child to forward it to
 
 /// Forwards SIGINT/SIGTERM to the child. A SIGINT typed at the terminal (si_code SI_KERNEL)
-/// already reached the child through the process group, so it is not sent twice.
+/// already reached the child through the process group, so it is not sent twice. Before the child
+/// exists the signal is kept: erg then does not start the command (or forwards it at once if the
+/// child was just being started).
 void forward_signal(int sig, siginfo_t* info, void*) {
-  if (g_child <= 0) return;
+  if (g_child <= 0) {
+    g_pending = sig;
+    return;
+  }
   if (sig == SIGINT && info != nullptr && info->si_code == SI_KERNEL) return;
   ::kill(static_cast<pid_t>(g_child), sig);
 }
@@ -35,6 +44,7 @@ struct SignalForwarding {
   struct sigaction old_int {};
   struct sigaction old_term {};
   SignalForwarding() {
+    g_pending = 0;
     struct sigaction sa {};
     sa.sa_sigaction = forward_signal;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -49,44 +59,56 @@ struct SignalForwarding {
   }
 };
 
-/// The sampled power of every device from t0 to t1, sample-and-hold: a row at t0 with the power
-/// held then, every stored sample after it, and a row at t1 — so integrating each device's rows
-/// (each power held until the next row) gives its energy over the run, and a device whose power
-/// never changed still has its two rows.
-std::string timeline_csv(const measure::PowerMonitor& pm, const std::vector<unsigned>& cpus,
-                         std::chrono::nanoseconds t0, std::chrono::nanoseconds t1) {
-  std::ostringstream out;
-  out << "time_s,device,domain,power_w\n";
-  char buf[160];
-  auto emit = [&](const std::string& device, const std::string& domain, const Result<Watts>& at_start,
-                  const Result<std::vector<measure::PowerPoint>>& points, const Result<Watts>& at_end) {
-    auto row = [&](std::chrono::nanoseconds t, double w) {
-      std::snprintf(buf, sizeof buf, "%.6f,%s,%s,%.3f\n", std::chrono::duration<double>(t - t0).count(), device.c_str(),
-                    domain.c_str(), w);
-      out << buf;
-    };
-    if (at_start) row(t0, at_start->value());
-    if (points)
-      for (const auto& p : *points) row(p.time, p.watts);
-    if (at_end) row(t1, at_end->value());
-  };
-  for (unsigned g : pm.gpu_indices())
-    for (auto d : pm.domains()) {
-      if (!pm.sampled(g, d)) continue;
-      emit("gpu" + std::to_string(g), std::string(to_string(d)), pm.gpu_power_at(g, d, t0),
-           pm.gpu_timeline(g, d, t0 + std::chrono::nanoseconds(1), t1 - std::chrono::nanoseconds(1)),
-           pm.gpu_power_at(g, d, t1));
-    }
-  for (unsigned c : cpus)
-    for (auto [domain, label] :
-         {std::pair{measure::CpuDomain::kPackage, "package"}, std::pair{measure::CpuDomain::kDram, "dram"}}) {
-      if (!pm.cpu_power(c, domain) && pm.cpu_power(c, domain).error().code == ErrorCode::kNotFound) continue;
-      emit("cpu" + std::to_string(c), label, pm.cpu_power_at(c, domain, t0),
-           pm.cpu_timeline(c, domain, t0 + std::chrono::nanoseconds(1), t1 - std::chrono::nanoseconds(1)),
-           pm.cpu_power_at(c, domain, t1));
-    }
-  return out.str();
+/// The JSON document of `erg run`: the command, its exit code (null while it runs) and whether
+/// the document is final ("complete") around the measurement's fields.
+nlohmann::json run_document(const std::vector<std::string>& command, const measure::Measurement& m,
+                            const Inventory& inventory, const std::string& status, std::optional<int> exit_code,
+                            const std::string& error = "") {
+  nlohmann::json out;
+  out["command"] = command;
+  out["exit_code"] = exit_code ? nlohmann::json(*exit_code) : nlohmann::json(nullptr);
+  out["status"] = status;
+  out["complete"] = status == "complete";
+  const nlohmann::json fields = measurement_json(m, inventory);
+  for (const auto& [k, v] : fields.items()) out[k] = v;
+  if (!error.empty()) out["error"] = error;
+  return out;
 }
+
+/// Indented JSON and a newline; bytes that are not UTF-8 (a command's arguments may hold any) are
+/// replaced rather than thrown on.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+/// The measurement of a run that has just begun: every measured device at 0 J.
+measure::Measurement nothing_yet(const measure::EnergyMonitor& monitor, const Inventory& inventory) {
+  measure::Measurement m;
+  for (unsigned g : monitor.gpu_indices()) {
+    measure::GpuEnergy e;
+    e.index = g;
+    const bool counter = g < inventory.gpus.size() && inventory.gpus[g]->capabilities().energy_counter;
+    e.source = counter ? measure::EnergySource::kCounter : measure::EnergySource::kIntegrated;
+    e.short_window = true;
+    m.gpus.push_back(e);
+  }
+  for (unsigned c : monitor.cpu_indices()) {
+    measure::CpuEnergy e;
+    e.index = c;
+    for (const auto& cpu : inventory.cpus)
+      if (cpu->index() == c && cpu->capabilities().dram) e.dram = Joules(0.0);
+    m.cpus.push_back(e);
+  }
+  return m;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  return !ea && !eb && ca == cb;
+}
+
+std::string signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : std::to_string(sig); }
 
 }  // namespace
 
@@ -103,27 +125,42 @@ void add_run_command(CLI::App& app, Context& ctx) {
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_flag("--json", opts->json, "Print one JSON object to stdout (or --output)");
-  cmd->add_option("--output", opts->output, "Write the JSON result to FILE instead of stdout");
-  cmd->add_option("--timeline", opts->timeline, "Write the sampled power timeline to FILE.csv");
+  cmd->add_option("--output", opts->output,
+                  "Write the JSON result to FILE instead of stdout. While the command runs, FILE is replaced "
+                  "(atomically) every second with the energy so far (\"complete\": false, \"status\": "
+                  "\"running\"); at the end with the result (\"complete\": true)");
+  cmd->add_option("--timeline", opts->timeline,
+                  "Write the sampled power timeline to FILE.csv (time_s,device,domain,power_w), appended every "
+                  "second while the command runs");
   cmd->add_option("--gpus", opts->gpus, "GPUs to measure (erg indices, e.g. 0,2); default all")->delimiter(',');
   cmd->add_option("--cpus", opts->cpus, "CPU packages to measure (e.g. 0); default all available")->delimiter(',');
   cmd->add_flag("--no-settle", opts->no_settle,
                 "Return when the command exits instead of waiting (at most one counter period, ~0.1 s) for the "
                 "GPU counters' next update; the last part is then extrapolated (extrapolated_s says how much)");
   cmd->add_option("command", opts->command, "The command to run, after --");
-  cmd->footer("Exits with the command's exit code (128 + signal if it was killed). The summary goes to stderr.");
+  cmd->footer(
+      "Exits with the command's exit code (128 + signal if it was killed). The summary goes to stderr. "
+      "SIGINT and SIGTERM are forwarded to the command; erg writes its results when it exits. If erg itself "
+      "is killed (SIGKILL, a crash), --output and --timeline keep what was written up to the last second: a "
+      "well-formed JSON document with \"complete\": false and the energy so far, and the timeline's rows.");
 
   cmd->callback([&ctx, opts] {
+    // First: a SIGINT or SIGTERM from here on ends erg cleanly (before the command starts: without
+    // starting it), so a simulated machine it made is removed and no file is left half-written.
+    SignalForwarding forwarding;
     if (opts->command.empty())
       throw CliError{kExitUsage, "erg run needs a command after --, e.g. erg run -- python3 train.py"};
     if (!opts->output.empty())
       if (auto r = check_writable(opts->output); !r) throw CliError{kExitUsage, r.error().message};
     if (!opts->timeline.empty())
       if (auto r = check_writable(opts->timeline); !r) throw CliError{kExitUsage, r.error().message};
+    if (!opts->output.empty() && !opts->timeline.empty() && same_file(opts->output, opts->timeline))
+      throw CliError{kExitUsage, "--output and --timeline name the same file (" + opts->output + ")"};
 
     auto inventory = ctx.discover(opts->gpus, opts->cpus);
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
     auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus, !opts->no_settle);
+    const Clock& clock = SteadyClock::instance();
 
     std::unique_ptr<measure::PowerMonitor> sampler;
     std::vector<unsigned> timeline_cpus;
@@ -147,9 +184,33 @@ void add_run_command(CLI::App& app, Context& ctx) {
     argv.push_back(nullptr);
 
     const std::string window = "erg.run";
-    auto t0 = SteadyClock::instance().now();
+    auto t0 = clock.now();
     if (auto r = monitor->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
-    SignalForwarding forwarding;
+    // The files are set up before the command starts (a path that cannot be written is an error
+    // now, not after the run) and appear once it runs.
+    std::unique_ptr<TimelineLog> timeline;
+    if (sampler) {
+      auto t = TimelineLog::create(opts->timeline, *sampler, timeline_cpus, t0, clock);
+      if (!t) throw CliError{kExitFailure, t.error().message};
+      timeline = std::move(*t);
+    }
+    std::unique_ptr<ProgressWindows> progress;
+    if (!opts->output.empty()) {
+      progress = std::make_unique<ProgressWindows>(*monitor, window + ".progress.");
+      if (auto r = progress->start(); !r) throw CliError{kExitFailure, r.error().message};
+    }
+    // Snapshots while running are not synced to disk (they survive erg's death, not the machine's;
+    // the window in which a kill leaves a temporary file beside FILE stays microseconds); the
+    // final document is.
+    auto write_output = [&](const measure::Measurement& m, const std::string& status, std::optional<int> code,
+                            const std::string& error = "") {
+      const std::string text = json_text(run_document(opts->command, m, *inventory, status, code, error));
+      return status == "running" ? write_file_atomic(opts->output, text, 0644, /*sync=*/false)
+                                 : write_file_atomically(opts->output, text);
+    };
+
+    if (const int sig = g_pending; sig != 0)
+      throw CliError{128 + sig, "stopped by " + signal_name(sig) + " before '" + opts->command[0] + "' started"};
     pid_t pid = 0;
     int rc = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
     if (rc != 0) {
@@ -157,35 +218,63 @@ void add_run_command(CLI::App& app, Context& ctx) {
       throw CliError{rc == ENOENT ? 127 : 126, "cannot run '" + opts->command[0] + "': " + std::strerror(rc)};
     }
     g_child = pid;
+    if (const int sig = g_pending; sig != 0) {  // came while the command was being started
+      g_pending = 0;
+      ::kill(pid, sig);
+    }
+
+    // While the command runs: the files as of the last period survive whatever happens to erg.
+    if (timeline)
+      if (auto r = timeline->publish(); !r) std::cerr << "erg: warning: " << r.error().message << "\n";
+    if (progress)
+      if (auto r = write_output(nothing_yet(*monitor, *inventory), "running", std::nullopt); !r)
+        std::cerr << "erg: warning: " << r.error().message << "\n";
+    PeriodicWriter writer(kRunLogPeriod, [&] {
+      std::vector<std::string> problems;
+      if (timeline)
+        if (auto r = timeline->flush(clock.now()); !r) problems.push_back(r.error().message);
+      if (progress) {
+        if (auto m = progress->step(); !m)
+          problems.push_back("the energy so far for " + opts->output + ": " + m.error().message);
+        else if (auto r = write_output(*m, "running", std::nullopt); !r)
+          problems.push_back(r.error().message);
+      }
+      return problems;
+    });
+
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     g_child = 0;
-    auto t1 = SteadyClock::instance().now();
+    auto t1 = timeline ? timeline->mark_end() : clock.now();
     auto measurement = monitor->end_window(window, false);
+    writer.stop();
+    if (progress) progress->stop();
     if (sampler) sampler->stop();
-    if (!measurement) throw CliError{kExitFailure, measurement.error().message};
 
     int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
+    std::string timeline_error;
+    if (timeline)
+      if (auto r = timeline->finish(t1); !r) timeline_error = r.error().message;
+    if (!measurement) {
+      if (progress) {
+        const auto& so_far = progress->total();
+        (void)write_output(so_far.gpus.empty() && so_far.cpus.empty() ? nothing_yet(*monitor, *inventory) : so_far,
+                           "failed", exit_code, measurement.error().message);
+      }
+      throw CliError{kExitFailure, measurement.error().message};
+    }
     std::cerr << measurement_table(*measurement, *inventory);
 
     if (opts->json || !opts->output.empty()) {
-      auto j = measurement_json(*measurement, *inventory);
-      nlohmann::json out;
-      out["command"] = opts->command;
-      out["exit_code"] = exit_code;
-      for (auto& [k, v] : j.items()) out[k] = v;
-      std::string text = out.dump(2) + "\n";
       if (!opts->output.empty()) {
-        if (auto r = write_file_atomically(opts->output, text); !r) throw CliError{kExitFailure, r.error().message};
+        if (auto r = write_output(*measurement, "complete", exit_code); !r)
+          throw CliError{kExitFailure, r.error().message};
       } else {
-        std::cout << text;
+        std::cout << json_text(run_document(opts->command, *measurement, *inventory, "complete", exit_code));
       }
     }
-    if (sampler) {
-      if (auto r = write_file_atomically(opts->timeline, timeline_csv(*sampler, timeline_cpus, t0, t1)); !r)
-        throw CliError{kExitFailure, r.error().message};
-    }
+    if (!timeline_error.empty()) throw CliError{kExitFailure, timeline_error};
     std::cout.flush();
     ctx.exit_code = exit_code;
   });

@@ -8,11 +8,12 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
-#include <thread>
 
 #include "app.hpp"
 #include "erg/sim/machine.hpp"
+#include "signals.hpp"
 
 namespace erg::cli {
 namespace {
@@ -100,6 +101,10 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
                    "\"duty\"}]}");
 
   load->callback([&ctx, opts] {
+    // Before the machine's threads start (they inherit the blocked signals): SIGINT or SIGTERM
+    // ends the load early, returns the GPUs to idle and exits 128 + the signal, as if killed,
+    // after removing a machine this process made.
+    StopSignals signals;
     if (auto r = ctx.setup_simulation(); !r) throw CliError{kExitUsage, r.error().message};
     if (!ctx.machine)
       throw CliError{kExitUsage, "erg simulate needs a simulated machine: use --simulate SPEC or set ERG_SIMULATE"};
@@ -120,6 +125,7 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
                                          std::to_string(m.gpu_count()) + " simulated GPUs)"};
     }
     std::vector<unsigned> touched;
+    std::optional<int> stopped_by;
     for (const auto& s : steps) {
       std::vector<unsigned> gpus = s.gpus;
       if (gpus.empty())
@@ -130,10 +136,12 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
         if (auto r = m.set_load(g, work); !r) throw CliError{kExitFailure, r.error().message};
         touched.push_back(g);
       }
-      std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
+      stopped_by =
+          signals.wait(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s.seconds)));
+      if (stopped_by) break;
     }
     for (unsigned g : touched) (void)m.set_utilization(g, 0.0);
-    ctx.exit_code = kExitOk;
+    ctx.exit_code = stopped_by ? 128 + *stopped_by : kExitOk;
   });
 }
 

@@ -13,8 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
+#include <utility>
 
+#include "erg/core/file.hpp"
 #include "erg/sim/powercap_tree.hpp"
 #include "state.hpp"
 
@@ -126,6 +130,155 @@ Result<fs::path> exe_dir() {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return fail(ErrorCode::kNotFound, "cannot resolve /proc/self/exe");
   return exe.parent_path();
+}
+
+// --- temporary machines and their creators ------------------------------------------------
+// create_temp names its directories kTempPrefix + 6 random characters and records its creator in
+// kCreatorFile; reap_stale_temp removes the ones whose creator is gone (erg killed with SIGKILL
+// never runs the destructor that removes them).
+constexpr const char* kTempPrefix = "erg-sim-";
+constexpr const char* kCreatorFile = "creator";
+constexpr const char* kCreatorMagic = "erg-sim-creator 1";
+
+/// The whole content of a small file (at most `limit` bytes); nullopt if it cannot be read.
+/// Links are not followed (the files read live in directories other users can write).
+std::optional<std::string> read_small(const fs::path& file, std::size_t limit = 1 << 16, bool follow = false) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  while (out.size() < limit) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+/// This boot's id (/proc/sys/kernel/random/boot_id), "" if unknown: a pid recorded before a
+/// reboot names no process of this boot (a temporary parent on disk outlives a reboot).
+std::string boot_id() {
+  auto text = read_small("/proc/sys/kernel/random/boot_id", 256, /*follow=*/true);
+  if (!text) return {};
+  while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
+  return *text;
+}
+
+/// A process's state letter and start time (clock ticks since boot; /proc/PID/stat fields 3
+/// and 22): the pair (pid, start time) names one process for the whole boot, where the pid
+/// alone may be reused.
+struct ProcessStat {
+  char state = '?';
+  std::uint64_t start_ticks = 0;
+};
+std::optional<ProcessStat> process_stat(int pid) {
+  auto text = read_small("/proc/" + std::to_string(pid) + "/stat", 4096, /*follow=*/true);
+  if (!text) return std::nullopt;
+  const auto paren = text->rfind(')');  // the command name (field 2) may hold spaces and ')'
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(text->substr(paren + 1));
+  ProcessStat st;
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 3) st.state = field.empty() ? '?' : field[0];
+    if (i == 22) {
+      st.start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+      return st;
+    }
+  }
+  return std::nullopt;
+}
+
+struct Creator {
+  int pid = 0;
+  std::uint64_t start_ticks = 0;  ///< 0: unknown
+  std::string boot;               ///< "": unknown
+};
+
+std::string creator_record() {
+  const int pid = ::getpid();
+  const auto st = process_stat(pid);
+  return std::string(kCreatorMagic) + "\npid " + std::to_string(pid) + "\nstart " +
+         std::to_string(st ? st->start_ticks : 0) + "\nboot " + boot_id() + "\n";
+}
+
+/// Parses a creator record; nullopt unless it is complete (magic line first, a pid, `boot`
+/// last: a torn or foreign file is not a record).
+std::optional<Creator> parse_creator(const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  if (!std::getline(lines, line) || line != kCreatorMagic) return std::nullopt;
+  Creator c;
+  bool boot = false;
+  while (std::getline(lines, line)) {
+    const auto space = line.find(' ');
+    const std::string key = line.substr(0, space);
+    const std::string value = space == std::string::npos ? "" : line.substr(space + 1);
+    if (key == "pid") c.pid = std::atoi(value.c_str());
+    if (key == "start") c.start_ticks = std::strtoull(value.c_str(), nullptr, 10);
+    if (key == "boot") c.boot = value, boot = true;
+  }
+  if (c.pid <= 0 || !boot) return std::nullopt;
+  return c;
+}
+
+/// Whether the recorded creator still runs. Unsure (a process with that pid whose /proc entry
+/// cannot be read) counts as alive.
+bool creator_alive(const Creator& c) {
+  if (!c.boot.empty()) {
+    const std::string now = boot_id();
+    if (!now.empty() && now != c.boot) return false;
+  }
+  const auto st = process_stat(c.pid);
+  if (!st) return pid_alive(c.pid);
+  if (st->state == 'Z' || st->state == 'X') return false;  // exited, not yet waited for
+  return c.start_ticks == 0 || st->start_ticks == c.start_ticks;
+}
+
+using FileId = std::pair<dev_t, ino_t>;
+
+/// The directory holding the state file `state` names (relative names against `cwd`).
+std::optional<FileId> state_dir_id(const std::string& state, const fs::path& cwd) {
+  if (state.empty()) return std::nullopt;
+  fs::path p(state);
+  if (p.is_relative()) p = cwd / p;
+  struct stat st {};
+  if (::stat(p.parent_path().c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+/// The machine directories in use: named by this process's ERG_SIM_STATE, or by the
+/// ERG_SIM_STATE a live process of this user started with (the children of a creator that
+/// was killed may still run on its machine).
+std::set<FileId> machines_in_use() {
+  std::set<FileId> used;
+  std::error_code ec;
+  if (const char* mine = std::getenv("ERG_SIM_STATE"); mine != nullptr)
+    if (auto id = state_dir_id(mine, fs::current_path(ec))) used.insert(*id);
+  const std::string key = "ERG_SIM_STATE=";
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+    auto env = read_small(it->path() / "environ", 1 << 22, /*follow=*/true);
+    if (!env) continue;
+    for (std::size_t pos = 0; pos < env->size();) {
+      std::size_t end_of = env->find('\0', pos);
+      if (end_of == std::string::npos) end_of = env->size();
+      if (env->compare(pos, key.size(), key) == 0)
+        if (auto id = state_dir_id(env->substr(pos + key.size(), end_of - pos - key.size()), it->path() / "cwd"))
+          used.insert(*id);
+      pos = end_of + 1;
+    }
+  }
+  return used;
 }
 
 bool valid_load(const Load& l) {
@@ -414,21 +567,56 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   return std::unique_ptr<Machine>(new Machine(std::move(impl)));
 }
 
-Result<std::unique_ptr<Machine>> Machine::create_temp(const MachineSpec& spec, bool virtual_clock) {
-  // A tmpfs by default (like sysfs, the tree lives in memory): $ERG_SIM_TMPDIR, else /dev/shm
-  // when usable, else $TMPDIR or /tmp.
-  std::string base;
-  if (const char* d = std::getenv("ERG_SIM_TMPDIR"); d != nullptr && *d != '\0') {
-    base = d;
-  } else if (::access("/dev/shm", W_OK | X_OK) == 0) {
-    base = "/dev/shm";
-  } else {
-    const char* tmpdir = std::getenv("TMPDIR");
-    base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+fs::path Machine::temp_parent() {
+  if (const char* d = std::getenv("ERG_SIM_TMPDIR"); d != nullptr && *d != '\0') return d;
+  if (::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  const char* tmpdir = std::getenv("TMPDIR");
+  return tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+}
+
+std::vector<fs::path> Machine::reap_stale_temp(const fs::path& parent) {
+  struct Candidate {
+    fs::path dir;
+    FileId id;
+  };
+  std::vector<Candidate> stale;
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path dir = it->path();
+    if (dir.filename().string().rfind(kTempPrefix, 0) != 0) continue;
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    auto text = read_small(dir / kCreatorFile, 4096);
+    if (!text) continue;
+    auto creator = parse_creator(*text);
+    if (!creator || creator_alive(*creator)) continue;
+    stale.push_back({dir, FileId{st.st_dev, st.st_ino}});
   }
-  std::string tmpl = base + "/erg-sim-XXXXXX";
+  std::vector<fs::path> removed;
+  if (stale.empty()) return removed;
+  const auto used = machines_in_use();  // only now: it reads every process's environment
+  for (const auto& c : stale) {
+    if (used.count(c.id) != 0) continue;
+    std::error_code rm;
+    fs::remove_all(c.dir, rm);
+    if (!rm) removed.push_back(c.dir);
+  }
+  return removed;
+}
+
+Result<std::unique_ptr<Machine>> Machine::create_temp(const MachineSpec& spec, bool virtual_clock) {
+  const fs::path base = temp_parent();
+  (void)reap_stale_temp(base);
+  std::string tmpl = (base / (std::string(kTempPrefix) + "XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) == nullptr)
     return fail(ErrorCode::kIo, "cannot create a temporary directory in " + tmpl + ": " + std::strerror(errno));
+  // The record goes in first (complete or absent: written aside and renamed), so a directory
+  // being set up is never taken for a stale one.
+  if (auto r = write_file_atomic(fs::path(tmpl) / kCreatorFile, creator_record(), 0644); !r) {
+    std::error_code ec;
+    fs::remove_all(tmpl, ec);
+    return fail(r.error());
+  }
   auto m = create(spec, tmpl, false, virtual_clock);
   if (!m) {
     std::error_code ec;

@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "sim_fixture.hpp"
@@ -330,6 +333,155 @@ TEST(MachinePaths, DriverLibraryPathAndEnv) {
   m->reset();
   EXPECT_FALSE(fs::exists(dir)) << "the creator removes its directory";
   EXPECT_FALSE(Machine::attach("/nonexistent/state"));
+}
+
+/// Sets an environment variable for the scope (restoring the old value after).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+/// A record's text with one line ("pid", "start", "boot") replaced.
+std::string with_line(const std::string& record, const std::string& key, const std::string& value) {
+  std::istringstream lines(record);
+  std::string out, line;
+  while (std::getline(lines, line)) out += (line.rfind(key + " ", 0) == 0 ? key + " " + value : line) + "\n";
+  return out;
+}
+
+std::string line_value(const std::string& record, const std::string& key) {
+  std::istringstream lines(record);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
+  return {};
+}
+
+TEST(TempMachines, StaleOnesAreRemovedAndNoOthers) {
+  const fs::path parent = fs::path(::testing::TempDir()) / ("erg_sim_reap_" + std::to_string(::getpid()));
+  fs::remove_all(parent);
+  fs::create_directories(parent);
+  ScopedEnv tmpdir("ERG_SIM_TMPDIR", parent.string());
+  EXPECT_EQ(Machine::temp_parent(), parent);
+  auto live = Machine::create_temp(*parse_spec("1xA100,cpus=0"));
+  ASSERT_TRUE(live) << live.error().message;
+  const std::string mine = [&] {
+    std::ifstream f((*live)->dir() / "creator");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }();
+  ASSERT_EQ(line_value(mine, "pid"), std::to_string(::getpid())) << mine;
+  ASSERT_NE(line_value(mine, "start"), "0") << "the creator's start time is recorded";
+
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  auto make = [&](const std::string& name, const std::optional<std::string>& record) {
+    fs::create_directories(parent / name / "sys");
+    std::ofstream(parent / name / "state") << "x";
+    if (record) std::ofstream(parent / name / "creator") << *record;
+    return parent / name;
+  };
+  const std::string dead_record = with_line(mine, "pid", std::to_string(dead));
+  const auto gone = make("erg-sim-dead", dead_record);
+  const auto reused = make("erg-sim-reused", with_line(mine, "start", line_value(mine, "start") + "1"));
+  const auto rebooted = make("erg-sim-rebooted", with_line(mine, "boot", "00000000-0000-0000-0000-000000000000"));
+  const auto alive = make("erg-sim-alive", mine);
+  const auto no_record = make("erg-sim-kept", std::nullopt);
+  const auto torn = make("erg-sim-torn", dead_record.substr(0, dead_record.find("boot")));
+  const auto foreign = make("other-dead", dead_record);
+  const auto named = make("erg-sim-named", dead_record);
+  const auto target = make("elsewhere", dead_record);
+  fs::create_directory_symlink(target, parent / "erg-sim-link");
+
+  std::vector<fs::path> removed;
+  {
+    ScopedEnv state("ERG_SIM_STATE", (named / "state").string());
+    removed = Machine::reap_stale_temp(parent);
+  }
+  std::sort(removed.begin(), removed.end());
+  std::vector<fs::path> want{gone, rebooted, reused};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(removed, want) << "dead creator, PID reused by another process, another boot";
+  for (const auto& p : want) EXPECT_FALSE(fs::exists(p)) << p;
+  for (const auto& p : {alive, no_record, torn, foreign, named, target, (*live)->dir()})
+    EXPECT_TRUE(fs::exists(p)) << p << " is kept";
+  EXPECT_TRUE(fs::is_symlink(parent / "erg-sim-link"));
+
+  // create_temp reaps too: the directory this process's ERG_SIM_STATE named is stale now.
+  auto next = Machine::create_temp(*parse_spec("1xA100,cpus=0"));
+  ASSERT_TRUE(next) << next.error().message;
+  EXPECT_FALSE(fs::exists(named));
+  EXPECT_TRUE(fs::exists((*live)->dir()));
+  const fs::path live_dir = (*live)->dir(), next_dir = (*next)->dir();
+  live->reset();
+  next->reset();
+  EXPECT_FALSE(fs::exists(live_dir)) << "the creator removes its own";
+  EXPECT_FALSE(fs::exists(next_dir));
+  fs::remove_all(parent);
+}
+
+TEST(TempMachines, AMachineAChildProcessStillUsesIsKept) {
+  const fs::path parent = fs::path(::testing::TempDir()) / ("erg_sim_inuse_" + std::to_string(::getpid()));
+  fs::remove_all(parent);
+  fs::create_directories(parent);
+  ScopedEnv tmpdir("ERG_SIM_TMPDIR", parent.string());
+  // A creator that dies without cleaning up, leaving a child that started with its ERG_SIM_STATE.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t creator = ::fork();
+  ASSERT_GE(creator, 0);
+  if (creator == 0) {
+    auto m = Machine::create_temp(*parse_spec("1xA100,cpus=0"));
+    if (!m || !(*m)->export_env()) ::_exit(1);
+    const pid_t user = ::fork();
+    if (user == 0) {
+      ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const std::string line = std::to_string(user) + " " + (*m)->dir().string() + "\n";
+    (void)::write(ready[1], line.data(), line.size());
+    ::_exit(0);  // no destructor: like SIGKILL
+  }
+  ::close(ready[1]);
+  std::string line;
+  char c = 0;
+  while (::read(ready[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(ready[0]);
+  ASSERT_EQ(::waitpid(creator, nullptr, 0), creator);
+  ASSERT_FALSE(line.empty());
+  const pid_t user = std::stoi(line.substr(0, line.find(' ')));
+  const fs::path dir = line.substr(line.find(' ') + 1);
+  ASSERT_TRUE(fs::exists(dir));
+
+  EXPECT_TRUE(Machine::reap_stale_temp(parent).empty());
+  EXPECT_TRUE(fs::exists(dir)) << "a process started on the machine still runs";
+  ::kill(user, SIGKILL);
+  // The sleeper's parent is gone; whoever adopted it reaps it. Until then it is a zombie,
+  // which uses nothing.
+  for (int i = 0; i < 500 && fs::exists(dir); ++i) {
+    (void)Machine::reap_stale_temp(parent);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(fs::exists(dir)) << "once nothing runs on it, it is removed";
+  fs::remove_all(parent);
 }
 
 }  // namespace

@@ -184,6 +184,11 @@ TEST(ErgRun, OutputAndTimelineFiles) {
   std::ifstream f(out);
   json j = json::parse(f);
   EXPECT_GT(j["gpus"][0]["energy_j"].get<double>(), 100.0);
+  EXPECT_EQ(j["status"], "complete");
+  EXPECT_TRUE(j["complete"].get<bool>());
+  EXPECT_EQ(j["exit_code"], 0);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
   std::ifstream t(timeline);
   std::string header, line;
   std::getline(t, header);
@@ -364,6 +369,9 @@ TEST(ErgCli, BadInputIsAOneLineErrorWithNoPartialOutput) {
       {"--simulate 1xA100 run --output /nonexistent-dir/out.json -- true", "/nonexistent-dir/out.json"},
       {"--simulate 1xA100 run --timeline /nonexistent-dir/t.csv -- true", "/nonexistent-dir/t.csv"},
       {"--simulate 1xA100 run --output " + locked + "/out.json -- true", locked},
+      {"--simulate 1xA100 run --output " + dir.path() + "/same --timeline " + dir.path() + "/./same -- true",
+       "--output and --timeline name the same file"},
+      {"--simulate 1xA100 run --timeline " + dir.path() + " -- true", "is a directory"},
   };
   bool root = ::geteuid() == 0;
   for (const auto& c : cases) {

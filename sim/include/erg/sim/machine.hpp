@@ -82,9 +82,24 @@ class Machine {
   /// the same seed driven the same way are identical; see use_virtual_clock).
   static Result<std::unique_ptr<Machine>> create(const MachineSpec& spec, const std::filesystem::path& dir,
                                                  bool keep_dir = false, bool virtual_clock = false);
-  /// Creates a new simulation in a fresh temporary directory: $ERG_SIM_TMPDIR, else /dev/shm
-  /// (a tmpfs, like sysfs), else $TMPDIR or /tmp.
+  /// Creates a new simulation in a fresh temporary directory `erg-sim-XXXXXX` under the
+  /// temporary parent (temp_parent()). The directory records its creator (pid, process start
+  /// time, boot id) in the file `creator`; the creator removes the directory on destruction.
+  /// First removes the stale temporary machines there (reap_stale_temp), so machines whose
+  /// creator was killed (SIGKILL, a crash) do not pile up.
   static Result<std::unique_ptr<Machine>> create_temp(const MachineSpec& spec, bool virtual_clock = false);
+  /// Where create_temp makes machines: $ERG_SIM_TMPDIR, else /dev/shm when writable (a tmpfs,
+  /// like sysfs), else $TMPDIR or /tmp.
+  static std::filesystem::path temp_parent();
+  /// Removes the stale temporary machines directly under `parent` and returns their paths. A
+  /// directory is removed only if all of these hold: its name starts with `erg-sim-`, it is a
+  /// directory (not a link) owned by this user, it holds a complete `creator` record (only
+  /// create_temp writes one: a directory made by create(), kept with keep_dir or not, is never
+  /// touched), its creator is dead (a live process with the recorded pid but another start
+  /// time or boot is PID reuse, not the creator), no live process of this user has it as
+  /// ERG_SIM_STATE in its environment (the children of a killed erg still running on it), and
+  /// this process's ERG_SIM_STATE does not name it. Best effort: never fails.
+  static std::vector<std::filesystem::path> reap_stale_temp(const std::filesystem::path& parent);
   /// Attaches to an existing simulation's state file.
   static Result<std::unique_ptr<Machine>> attach(const std::filesystem::path& state_file);
   /// Attaches to the simulation named by ERG_SIM_STATE; NotFound if unset.
