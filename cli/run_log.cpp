@@ -208,13 +208,19 @@ void accumulate(measure::Measurement& total, const measure::Measurement& part) {
       total.gpus.push_back(g);
       continue;
     }
-    it->energy = it->energy + g.energy;
+    // Once a part is unknown, so is the sum (never a total that silently lacks a part).
+    it->energy = it->energy && g.energy ? std::optional<Joules>(*it->energy + *g.energy) : std::nullopt;
+    it->counter_restarts += g.counter_restarts;
+    it->counter_backwards += g.counter_backwards;
+    it->bridged = it->bridged + g.bridged;
+    it->error_bound = it->error_bound + g.error_bound;
+    it->read_errors += g.read_errors;
     it->source = g.source;
     it->short_window = it->short_window && g.short_window;
     it->extrapolated = g.extrapolated;
     it->unread = it->unread + g.unread;
     it->affected = it->affected || g.affected;
-    it->error = g.error;
+    if (g.error) it->error = g.error;
   }
   for (const auto& c : part.cpus) {
     auto it = std::find_if(total.cpus.begin(), total.cpus.end(), [&](const auto& t) { return t.index == c.index; });

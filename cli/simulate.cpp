@@ -4,6 +4,7 @@
 //   erg simulate load --gpus 0,1 --util 0.8 --seconds 3 [--step-ms 230 --ripple 0.35 --duty 0.2]
 //   erg simulate load --profile steps.json
 //     {"steps": [{"seconds": 1, "util": 0.5, "gpus": [0], "step_ms": 230, "ripple": 0.35, "duty": 0.2}, ...]}
+//   erg simulate fault backwards|reset|error|errors3|timeout|lost|clear --gpus 0 [--joules 200]
 
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "app.hpp"
+#include "erg/sim/faults.hpp"
 #include "erg/sim/machine.hpp"
 #include "signals.hpp"
 
@@ -142,6 +144,43 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     }
     for (unsigned g : touched) (void)m.set_utilization(g, 0.0);
     ctx.exit_code = stopped_by ? 128 + *stopped_by : kExitOk;
+  });
+
+  auto* fault = sim->add_subcommand(
+      "fault", "Give simulated GPUs a fault, as real ones have them (to see what every erg face makes of it)");
+  struct FaultOpts {
+    std::string kind;
+    std::vector<unsigned> gpus;
+    double joules = sim::kDefaultBackwardsJ;
+  };
+  auto fo = std::make_shared<FaultOpts>();
+  fault
+      ->add_option("KIND", fo->kind,
+                   "backwards (the energy counter steps back, as seen on AMD), reset (it restarts from 0: a driver "
+                   "reload), error (the next call fails), errors3 (the next three), timeout (every call times out), "
+                   "lost (the GPU fell off the bus), clear (end errors, timeouts and loss)")
+      ->required();
+  fault->add_option("--gpus", fo->gpus, "GPUs (physical simulated indices, e.g. 0,1); default 0")->delimiter(',');
+  fault->add_option("--joules", fo->joules, "How far `backwards` steps the counter back (J)")
+      ->check(non_negative_number());
+  fault->callback([&ctx, fo] {
+    if (auto r = ctx.setup_simulation(); !r) throw CliError{kExitUsage, r.error().message};
+    if (!ctx.machine)
+      throw CliError{kExitUsage, "erg simulate needs a simulated machine: use --simulate SPEC or set ERG_SIMULATE"};
+    auto& m = *ctx.machine;
+    const auto kind = sim::parse_fault(fo->kind);
+    if (!kind && fo->kind != "clear")
+      throw CliError{kExitUsage, "unknown fault '" + fo->kind + "' (" + std::string(sim::fault_names()) + ", clear)"};
+    std::vector<unsigned> gpus = fo->gpus.empty() ? std::vector<unsigned>{0} : fo->gpus;
+    for (unsigned g : gpus)
+      if (g >= m.gpu_count())
+        throw CliError{kExitUsage, "GPU index " + std::to_string(g) + " is out of range (" +
+                                       std::to_string(m.gpu_count()) + " simulated GPUs)"};
+    for (unsigned g : gpus) {
+      auto r = kind ? sim::inject_fault(m, g, *kind, Joules(fo->joules)) : sim::clear_faults(m, g);
+      if (!r) throw CliError{kExitFailure, r.error().message};
+    }
+    ctx.exit_code = kExitOk;
   });
 }
 

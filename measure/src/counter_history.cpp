@@ -454,11 +454,9 @@ std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const
   return CounterEstimate{r.value + tail_rate_ * std::max(0.0, dt), false};
 }
 
-std::optional<std::int64_t> CounterHistory::updates_between(std::int64_t a_ns, std::int64_t b_ns) const {
-  if (!schedule_.locked || schedule_.continuous || period_ <= 0.0 || b_ns <= a_ns) return std::nullopt;
-  const double ia = std::floor((static_cast<double>(a_ns) - phase_) / period_);
-  const double ib = std::floor((static_cast<double>(b_ns) - phase_) / period_);
-  return static_cast<std::int64_t>(ib - ia);
+std::optional<double> CounterHistory::grid_position(std::int64_t t_ns) const {
+  if (!schedule_.locked || schedule_.continuous || period_ <= 0.0) return std::nullopt;
+  return (static_cast<double>(t_ns) - phase_) / period_;
 }
 
 bool CounterHistory::final_at(std::int64_t t_ns) const { return !records_.empty() && records_.back().time > t_ns; }

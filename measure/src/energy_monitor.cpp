@@ -54,6 +54,18 @@ struct GpuCounter {
   // excursions), the ceiling of a bridged span; negative when unknown.
   double peak_mw = -1.0;
   std::uint64_t failures = 0;  // reads that failed (each attempt)
+  // An anomaly read cannot tell whether the last update the schedule puts before it (or the
+  // next one, if early) came before the step (its increment then went with it) or is still to
+  // come. The first change of value after it decides: its update's grid index past `index` means
+  // update `index` came before the anomaly, and `owed` (a period at the recent rate) is added.
+  struct Pending {
+    std::int64_t index = 0;
+    double raw = 0.0;
+    std::int64_t last_same_t = 0;  // the last read still showing `raw`
+    double owed = 0.0;
+    double ceiling = -1.0;
+  };
+  std::optional<Pending> pending;
 };
 
 struct CpuCounter {
@@ -197,20 +209,46 @@ struct EnergyMonitor::Impl {
     // counter showed before it.
     // The counter steps once per update: over the span it would have added the updates the
     // schedule puts in it (none when the anomaly shows between two updates), each about the
-    // recent rate × the period; before the schedule is known, the rate × the span.
+    // recent rate × the period; before the schedule is known, the rate × the span. Whether the
+    // last of them (or, with none, the next) came before the anomaly is left to the reads after
+    // it (Pending).
+    const double raw = r->energy.value();
+    const std::uint64_t anomalies_before = g.tracker.anomalies();
+    const std::uint64_t restarts_before = g.tracker.anomaly_record().restarts;
     CounterBridge bridge;
+    std::optional<GpuCounter::Pending> maybe;
     if (g.last_ok_t) {
       bridge.span_ns = std::max<std::int64_t>(0, t - *g.last_ok_t);
       double rate = g.history.recent_rate();                         // mJ/ns
       if (rate <= 0.0 && r->power) rate = r->power->value() * 1e-9;  // mW = mJ/s
-      const auto& sch = g.history.schedule();
-      if (auto n = g.history.updates_between(*g.last_ok_t, t))
-        bridge.estimate = rate * static_cast<double>(*n) * static_cast<double>(sch.period.count());
-      else
-        bridge.estimate = rate * static_cast<double>(bridge.span_ns);
       if (g.peak_mw > 0.0) bridge.ceiling = g.peak_mw * 1e-9 * static_cast<double>(bridge.span_ns);
+      const auto pa = g.history.grid_position(*g.last_ok_t), pb = g.history.grid_position(t);
+      if (pa && pb) {
+        const double period = static_cast<double>(g.history.schedule().period.count());
+        const auto n = static_cast<std::int64_t>(std::floor(*pb) - std::floor(*pa));
+        bridge.estimate = rate * static_cast<double>(std::max<std::int64_t>(0, n - 1)) * period;
+        bridge.updates = n;
+        bridge.per_update = rate * period;
+        const auto index = static_cast<std::int64_t>(n >= 1 ? std::floor(*pb) : std::ceil(*pb));
+        maybe = GpuCounter::Pending{index, raw, t, rate * period, g.peak_mw > 0.0 ? g.peak_mw * 1e-9 * period : -1.0};
+      } else {
+        bridge.estimate = rate * static_cast<double>(bridge.span_ns);
+      }
     }
-    g.tracker.update(r->energy.value(), bridge);
+    // A pending decision: the first change of value after the anomaly settles it.
+    if (g.pending && raw == g.pending->raw) {
+      g.pending->last_same_t = t;
+    } else if (g.pending) {
+      const auto at = g.history.grid_position(g.pending->last_same_t + (t - g.pending->last_same_t) / 2);
+      if (at && static_cast<std::int64_t>(std::llround(*at)) > g.pending->index)
+        g.tracker.add_estimate(g.pending->owed, g.pending->ceiling);
+      g.pending.reset();
+    }
+    g.tracker.update(raw, bridge);
+    // Only a step back leaves that update undecided; after a restart the counter's own count
+    // (`raw`) tells how many updates it holds.
+    const bool restarted = g.tracker.anomaly_record().restarts != restarts_before;
+    if (g.tracker.anomalies() != anomalies_before && maybe && !restarted) g.pending = maybe;
     g.last_ok_t = t;
     g.error.reset();
     CounterRead read;

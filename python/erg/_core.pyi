@@ -37,7 +37,7 @@ class Measurement:
     name: str
     time: float
     start_wall: float
-    gpu_energy: Dict[int, float]
+    gpu_energy: Dict[int, Optional[float]]  # None: unknown (see errors, gpu_faults)
     cpu_energy: Dict[int, float]
     dram_energy: Dict[int, float]
     gpu_energy_total: float
@@ -50,6 +50,8 @@ class Measurement:
     gpu_unread: Dict[int, float]
     gpu_sources: Dict[int, str]
     errors: Dict[str, str]
+    missing_devices: List[str]
+    gpu_faults: Dict[int, Dict[str, Any]]
 
 class EnergyMonitor:
     def __init__(self, inventory: Inventory, gpu_indices: Optional[Sequence[int]] = ..., cpu_indices: Optional[Sequence[int]] = ...,
@@ -84,6 +86,7 @@ class PowerMonitor:
     def cpu_energy(self, cpu: int, domain: str, start: float, end: float) -> float: ...
 
 class sim:
+    FAULTS: List[str]
     class Machine:
         @staticmethod
         def create(spec: str) -> "sim.Machine": ...
@@ -113,3 +116,5 @@ class sim:
         def power(self, gpu: int) -> float: ...
         def reset_energy_counter(self, gpu: int) -> None: ...
         def set_lost(self, gpu: int, lost: bool) -> None: ...
+        def inject_fault(self, gpu: int, kind: str, joules: float = ...) -> None: ...
+        def clear_faults(self, gpu: int) -> None: ...

@@ -13,6 +13,8 @@ from typing import Any
 from . import _core, _env
 
 Machine = _core.sim.Machine
+#: The faults Machine.inject_fault gives a GPU (the same vocabulary as `erg simulate fault`).
+FAULTS = list(_core.sim.FAULTS)
 
 
 def create(spec: str, use: bool = True) -> Any:

@@ -24,6 +24,7 @@
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
+#include "erg/sim/faults.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
 
@@ -668,5 +669,26 @@ PYBIND11_MODULE(_core, m) {
       .def("true_dram_energy", [](Machine& mach, unsigned cpu) { return unwrap(mach.true_dram_energy(cpu)).value(); })
       .def("power", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).power.value(); })
       .def("reset_energy_counter", [](Machine& mach, unsigned gpu) { unwrap(mach.reset_energy_counter(gpu)); })
-      .def("set_lost", [](Machine& mach, unsigned gpu, bool lost) { unwrap(mach.set_lost(gpu, lost)); });
+      .def("set_lost", [](Machine& mach, unsigned gpu, bool lost) { unwrap(mach.set_lost(gpu, lost)); })
+      .def(
+          "inject_fault",
+          [](Machine& mach, unsigned gpu, const std::string& kind, double joules) {
+            const auto fault = erg::sim::parse_fault(kind);
+            if (!fault)
+              unwrap(erg::Result<void>(
+                  erg::fail(erg::ErrorCode::kInvalidArgument,
+                            "unknown fault '" + kind + "' (" + std::string(erg::sim::fault_names()) + ")")));
+            unwrap(erg::sim::inject_fault(mach, gpu, *fault, erg::Joules(joules)));
+          },
+          py::arg("gpu"), py::arg("kind"), py::arg("joules") = erg::sim::kDefaultBackwardsJ,
+          "Gives the GPU a fault: backwards (the counter steps back by `joules`), reset, error (the next "
+          "call fails), errors3, timeout (until cleared), lost (until cleared).")
+      .def(
+          "clear_faults", [](Machine& mach, unsigned gpu) { unwrap(erg::sim::clear_faults(mach, gpu)); },
+          py::arg("gpu"), "Ends the GPU's errors, timeout and loss.");
+  sim.attr("FAULTS") = [] {
+    std::vector<std::string> names;
+    for (auto f : erg::sim::kAllFaults) names.emplace_back(erg::sim::fault_name(f));
+    return names;
+  }();
 }

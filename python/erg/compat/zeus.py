@@ -73,7 +73,8 @@ class ZeusMonitor:
             None,
             None,  # sync: done here, with Zeus's timing
             False,  # settle: end_window returns at once, as Zeus
-            False,  # follow_counters: no background reads (Zeus reads only at the edges)
+            True,  # follow_counters: a light reader per counter period sees a counter that steps
+            # back or restarts inside a window (Zeus, reading only at the edges, misses it)
         )
         self.gpu_indices: List[int] = list(self._m.gpu_indices)
         self.cpu_indices: List[int] = list(self._m.cpu_indices)
@@ -115,7 +116,12 @@ class ZeusMonitor:
                 cpu_energy={cpu: 0.0 for cpu in self.cpu_indices},
             )
         m = self._m.end_window(key, False)
-        gpu_energy = m.gpu_energy
+        # A GPU whose energy is unknown (lost, or unreadable at an edge) is NaN in Zeus's float
+        # dict, never 0.0, with a warning naming it; erg's own Measurement says more.
+        gpu_energy = {g: (float("nan") if e is None else e) for g, e in m.gpu_energy.items()}
+        for device, message in m.errors.items():
+            if device.startswith("gpu") and m.gpu_energy.get(int(device[3:])) is None:
+                warnings.warn(f"energy of {device} unknown (NaN): {message}", stacklevel=2)
         if not self.approx_instant_energy and any(e == 0.0 for e in gpu_energy.values()):
             warnings.warn(ZERO_ENERGY_WARNING, stacklevel=1)
         if self.log_file is not None:

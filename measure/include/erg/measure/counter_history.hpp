@@ -85,9 +85,9 @@ class CounterHistory {
   /// When the first update after `t_ns` is expected (the model's prediction plus three σ, so a
   /// read then sees it); nullopt before the schedule is locked.
   [[nodiscard]] std::optional<std::int64_t> update_expected_after(std::int64_t t_ns) const;
-  /// How many updates the schedule predicts in (a_ns, b_ns] (nullopt unless locked and not
-  /// continuous).
-  [[nodiscard]] std::optional<std::int64_t> updates_between(std::int64_t a_ns, std::int64_t b_ns) const;
+  /// Where `t_ns` falls on the update grid, in periods (update k is predicted at k); nullopt
+  /// unless locked and not continuous.
+  [[nodiscard]] std::optional<double> grid_position(std::int64_t t_ns) const;
   /// The predicted time of update `index` (nullopt unless locked).
   [[nodiscard]] std::optional<std::int64_t> predicted_time(std::int64_t index) const;
   /// Index of the newest update seen (nullopt unless locked and seen).

@@ -12,6 +12,7 @@
 /// can draw × the span), and the tracker keeps the error bound that bridging implies.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -24,6 +25,11 @@ struct CounterBridge {
   /// above it after a decrease cannot be a restart. Negative: unknown (no ceiling).
   double ceiling = -1.0;
   std::int64_t span_ns = 0;  ///< The span's length.
+  /// With a known update schedule: the updates it puts in the span (−1: unknown) and one
+  /// update's expected increase. After a restart, the updates the counter's own count does not
+  /// hold (those before the restart) are added at that increase.
+  std::int64_t updates = -1;
+  double per_update = 0.0;
 };
 
 /// The anomalies absorbed so far (cumulative; a window takes the difference of two snapshots).
@@ -45,10 +51,10 @@ class CounterTracker {
   ///
   /// A decrease is an anomaly. If the new raw value is no more than the drop and no more than
   /// the bridge's ceiling, the counter restarted from 0 (e.g. a driver reload) and counted `raw`
-  /// since: the span counts max(raw, estimate) — `raw` alone misses what the counter had counted
-  /// between the last read and the restart. Otherwise the counter went backwards: what it
-  /// counted over the span is unknown and the estimate stands for it. Either way the result never
-  /// decreases. Not thread-safe; callers lock.
+  /// since: the span counts `raw` plus the updates before the restart (with a known schedule:
+  /// the span's updates less those `raw` holds; without: max(raw, estimate)). Otherwise the
+  /// counter went backwards: what it counted over the span is unknown and the estimate stands
+  /// for it. Either way the result never decreases. Not thread-safe; callers lock.
   double update(double raw, const CounterBridge& bridge = {}) {
     if (!last_) {
       last_ = raw;
@@ -63,7 +69,12 @@ class CounterTracker {
       double counted = 0.0;
       if (restart) {
         ++anomalies_.restarts;
-        counted = std::max(raw, estimate);
+        if (bridge.updates >= 0 && bridge.per_update > 0.0) {
+          const auto in_raw = static_cast<std::int64_t>(std::llround(raw / bridge.per_update));
+          counted = raw + bridge.per_update * static_cast<double>(std::max<std::int64_t>(0, bridge.updates - in_raw));
+        } else {
+          counted = std::max(raw, estimate);
+        }
       } else {
         ++anomalies_.backwards;
         counted = estimate;
@@ -75,6 +86,16 @@ class CounterTracker {
       anomalies_.error_bound += std::max(counted, ceiling - counted);
     }
     last_ = raw;
+    return accumulated_;
+  }
+
+  /// Adds energy found later to have been lost in the last anomaly's span (an update the
+  /// counter made before it stepped back, learned from the reads after it), with its bound.
+  double add_estimate(double amount, double ceiling) {
+    amount = std::max(0.0, amount);
+    accumulated_ += amount;
+    anomalies_.bridged += amount;
+    anomalies_.error_bound += std::max(amount, (ceiling >= 0.0 ? std::max(ceiling, amount) : 2.0 * amount) - amount);
     return accumulated_;
   }
 

@@ -1,0 +1,104 @@
+// The fault matrix, `erg run --json` face (docs/fault-matrix.md): a simulated training load on two
+// A100s with a fault given to GPU 0 halfway through (`erg simulate fault`, from inside the run as
+// a user would). GPU 0's figure is within 1 % of the sensor's with the fault flagged, or null with
+// an error naming it and left out of the total, which says so; GPU 1 stays exact and unflagged.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "erg/sim/faults.hpp"
+#include "erg/sim/machine.hpp"
+#include "erg/sim/sku.hpp"
+#include "erg/sim/spec.hpp"
+#include "process.hpp"
+
+namespace erg {
+namespace {
+
+using nlohmann::json;
+using testing::run_shell;
+using testing::shell_quote;
+
+std::string erg() { return shell_quote(ERG_CLI_PATH); }
+
+class ErgRunFaults : public ::testing::TestWithParam<sim::Fault> {};
+
+TEST_P(ErgRunFaults, FlaggedWithinOnePercentOrNullNamingTheGpu) {
+  const sim::Fault fault = GetParam();
+  const std::string name(sim::fault_name(fault));
+  auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=1"));
+  ASSERT_TRUE(made) << made.error().message;
+  auto machine = std::move(*made);
+  ASSERT_TRUE(machine->export_env());
+  const auto t0 = machine->now();
+  // Idle 0.3 s at each end (the time outside erg's window is idle; see run_test.cpp), a steady
+  // load on both GPUs for 2.7 s, and the fault 1.2 s into it (from a second command, as a driver
+  // reload or a lost GPU strikes a running job). A fault while the power changes is bridged at
+  // the power before it: the figure is then within its error bound, not 1 % (fault_matrix_test).
+  auto r = run_shell(erg() + " run --json -- sh -c 'sleep 0.3; " + erg() +
+                     " simulate load --gpus 0,1 --util 0.8 --seconds 2.7 & sleep 1.5; " + erg() + " simulate fault " +
+                     name + " --gpus 0; wait; sleep 0.3'");
+  const auto t1 = machine->now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the sensor updates after t1
+  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT"}) ::unsetenv(v);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["gpus"].size(), 2u);
+  const double outside_s = std::chrono::duration<double>(t1 - t0).count() - j["time_s"].get<double>();
+  auto want = [&](unsigned g) {
+    const double idle_w = sim::lookup_sku("A100")->idle_w * (1 + machine->sensor_info(g)->gain);
+    auto s0 = machine->sensor_energy_at(g, t0), s1 = machine->sensor_energy_at(g, t1);
+    EXPECT_TRUE(s0 && s1);
+    return std::pair{(*s1 - *s0).value() - idle_w * outside_s, 0.02 * idle_w * outside_s};
+  };
+
+  const auto& healthy = j["gpus"][1];
+  const auto [w1, slack1] = want(1);
+  ASSERT_TRUE(healthy["energy_j"].is_number()) << healthy.dump();
+  EXPECT_NEAR(healthy["energy_j"].get<double>(), w1, 0.01 * w1 + slack1);
+  EXPECT_FALSE(healthy["affected"].get<bool>()) << healthy.dump();
+
+  const auto& g = j["gpus"][0];
+  EXPECT_TRUE(g["affected"].get<bool>()) << g.dump();
+  if (fault == sim::Fault::kTimeout || fault == sim::Fault::kLost) {
+    EXPECT_TRUE(g["energy_j"].is_null()) << g.dump();
+    EXPECT_TRUE(g["avg_power_w"].is_null()) << g.dump();
+    EXPECT_EQ(g["error_code"], fault == sim::Fault::kLost ? "gpu_lost" : "timeout") << g.dump();
+    EXPECT_NE(g["error"].get<std::string>().find("GPU 0"), std::string::npos) << g.dump();
+    EXPECT_EQ(j["total_missing"], json::array({"gpu0"}));
+    const double rest = healthy["energy_j"].get<double>() + j["cpus"][0]["energy_j"].get<double>() +
+                        j["cpus"][0]["dram_energy_j"].get<double>();
+    EXPECT_NEAR(j["total_energy_j"].get<double>(), rest, 1e-3);
+    EXPECT_NE(r.err.find("unknown"), std::string::npos) << "the table says so: " << r.err;
+    return;
+  }
+  const auto [w0, slack0] = want(0);
+  ASSERT_TRUE(g["energy_j"].is_number()) << g.dump();
+  if (fault == sim::Fault::kCounterReset) {
+    // Open (docs/fault-matrix.md): a restart injected from another process reads one counter
+    // update high here (in-process, fault_matrix_test and test_faults.py, it is within 1 %); the
+    // figure stays within the error bound it states.
+    EXPECT_LE(std::abs(g["energy_j"].get<double>() - w0), g["error_bound_j"].get<double>() + 0.01 * w0 + slack0)
+        << g.dump();
+  } else {
+    EXPECT_NEAR(g["energy_j"].get<double>(), w0, 0.01 * w0 + slack0) << g.dump();
+  }
+  EXPECT_TRUE(j["total_missing"].empty());
+  switch (fault) {
+    case sim::Fault::kCounterBackwards: EXPECT_EQ(g["counter_backwards"], 1) << g.dump(); break;
+    case sim::Fault::kCounterReset: EXPECT_EQ(g["counter_restarts"], 1) << g.dump(); break;
+    case sim::Fault::kOneError: EXPECT_GE(g["read_errors"].get<int>(), 1) << g.dump(); break;
+    case sim::Fault::kThreeErrors: EXPECT_GE(g["read_errors"].get<int>(), 3) << g.dump(); break;
+    default: break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryFault, ErgRunFaults, ::testing::ValuesIn(sim::kAllFaults),
+                         [](const auto& p) { return std::string(sim::fault_name(p.param)); });
+
+}  // namespace
+}  // namespace erg
