@@ -33,6 +33,7 @@ struct FollowPlan {
   std::optional<std::int64_t> target;  // the update being waited for
   std::int64_t deadline = 0;           // give up on `target` after this
   bool dense = false;                  // polling densely for `target`
+  bool guard = false;                  // the next read is the one just before `target`
   int dense_done = 0;                  // dense brackets since the schedule locked
   int misses = 0;                      // targets given up in a row
   double lead_ns = 0;                  // extra lead of dense polling (grows when an update came earlier)
@@ -54,16 +55,15 @@ struct GpuCounter {
   // excursions), the ceiling of a bridged span; negative when unknown.
   double peak_mw = -1.0;
   std::uint64_t failures = 0;  // reads that failed (each attempt)
-  // An anomaly read cannot tell whether the last update the schedule puts before it (or the
-  // next one, if early) came before the step (its increment then went with it) or is still to
-  // come. The first change of value after it decides: its update's grid index past `index` means
-  // update `index` came before the anomaly, and `owed` (a period at the recent rate) is added.
+  // An anomaly read cannot always tell whether an update the schedule puts within the jitter of
+  // it (`index`) came before it (its increment then went with the anomaly) or is still to come.
+  // The first change of value after it decides (see came_before); `owed` (one update at the
+  // recent rate) is added if it came before.
   struct Pending {
     std::int64_t index = 0;
     double raw = 0.0;
     std::int64_t last_same_t = 0;  // the last read still showing `raw`
     double owed = 0.0;
-    double ceiling = -1.0;
   };
   std::optional<Pending> pending;
 };
@@ -145,6 +145,9 @@ constexpr int kReadAttempts = 5;
 // The ceiling of a bridged span: the highest settable power limit plus this share (a GPU's
 // average power over a ~100 ms span stays within a few percent of its limit).
 constexpr double kPeakMargin = 1.1;
+// An update is taken to lie within this many σ of its predicted time (the jitter estimate is
+// fitted, so a margin over the 3σ a Gaussian schedule almost never leaves).
+constexpr double kUpdateMarginSigmas = 4.0;
 
 struct EnergyMonitor::Impl {
   const Clock* clock;
@@ -205,50 +208,68 @@ struct EnergyMonitor::Impl {
       return t;
     }
     // The tracker sees raw counter values; the history their monotonic accumulation. Should the
-    // counter restart or step back, the span since the last good read is bridged at the rate the
-    // counter showed before it.
-    // The counter steps once per update: over the span it would have added the updates the
-    // schedule puts in it (none when the anomaly shows between two updates), each about the
-    // recent rate × the period; before the schedule is known, the rate × the span. Whether the
-    // last of them (or, with none, the next) came before the anomaly is left to the reads after
-    // it (Pending).
+    // counter restart or step back, what it counted over the span since the last good read is
+    // lost (after a restart, what it counted before the restart). The counter steps once per
+    // update, so with a known schedule exactly the updates inside the span are lost: each is
+    // bridged at the recent rate × the period. The follower reads just before and just after
+    // each predicted update, so an anomaly usually falls in a span with no update: nothing is
+    // lost and the figure stays exact. An update within the jitter of the anomaly read is left
+    // to the reads after it (Pending). Before the schedule is known: the rate × the span.
     const double raw = r->energy.value();
     const std::uint64_t anomalies_before = g.tracker.anomalies();
-    const std::uint64_t restarts_before = g.tracker.anomaly_record().restarts;
+    const std::int64_t bridged_before = g.tracker.anomaly_record().bridged_ns;
     CounterBridge bridge;
     std::optional<GpuCounter::Pending> maybe;
+    double undecided_ceiling = -1.0;
+    const UpdateSchedule& sch = g.history.schedule();
     if (g.last_ok_t) {
       bridge.span_ns = std::max<std::int64_t>(0, t - *g.last_ok_t);
       double rate = g.history.recent_rate();                         // mJ/ns
       if (rate <= 0.0 && r->power) rate = r->power->value() * 1e-9;  // mW = mJ/s
       if (g.peak_mw > 0.0) bridge.ceiling = g.peak_mw * 1e-9 * static_cast<double>(bridge.span_ns);
-      const auto pa = g.history.grid_position(*g.last_ok_t), pb = g.history.grid_position(t);
-      if (pa && pb) {
-        const double period = static_cast<double>(g.history.schedule().period.count());
-        const auto n = static_cast<std::int64_t>(std::floor(*pb) - std::floor(*pa));
-        bridge.estimate = rate * static_cast<double>(std::max<std::int64_t>(0, n - 1)) * period;
-        bridge.updates = n;
+      const auto pa = g.history.grid_position(*g.last_ok_t);
+      if (pa && sch.period.count() > 0) {
+        const double period = static_cast<double>(sch.period.count());
+        const double margin = kUpdateMarginSigmas * static_cast<double>(sch.jitter.count());
+        // The updates after the last one seen (which the read before the span showed) that
+        // surely came before this read, and the next one if it may have.
+        std::int64_t j = g.history.last_index().value_or(static_cast<std::int64_t>(std::floor(*pa))) + 1;
+        std::int64_t sure = 0;
+        auto at = [&](std::int64_t k) { return static_cast<double>(*g.history.predicted_time(k)); };
+        while (at(j) + margin < static_cast<double>(t) && sure < 1'000'000) ++j, ++sure;
+        bridge.updates = sure;
         bridge.per_update = rate * period;
-        const auto index = static_cast<std::int64_t>(n >= 1 ? std::floor(*pb) : std::ceil(*pb));
-        maybe = GpuCounter::Pending{index, raw, t, rate * period, g.peak_mw > 0.0 ? g.peak_mw * 1e-9 * period : -1.0};
+        if (g.peak_mw > 0.0) bridge.per_update_ceiling = g.peak_mw * 1e-9 * period;
+        undecided_ceiling = bridge.per_update_ceiling >= 0.0 ? std::max(bridge.per_update_ceiling, bridge.per_update)
+                                                             : 2.0 * bridge.per_update;
+        if (at(j) - margin < static_cast<double>(t)) maybe = GpuCounter::Pending{j, raw, t, bridge.per_update};
+        // A stepped counter adds a period's worth at each update, however short the span.
+        if (g.peak_mw > 0.0)
+          bridge.ceiling =
+              std::max(bridge.ceiling, bridge.per_update_ceiling * static_cast<double>(sure + (maybe ? 1 : 0)));
       } else {
         bridge.estimate = rate * static_cast<double>(bridge.span_ns);
       }
     }
-    // A pending decision: the first change of value after the anomaly settles it.
+    // A pending decision: the first change of value after the anomaly settles it (another
+    // anomaly first leaves it undecided: its bound stands).
     if (g.pending && raw == g.pending->raw) {
       g.pending->last_same_t = t;
     } else if (g.pending) {
-      const auto at = g.history.grid_position(g.pending->last_same_t + (t - g.pending->last_same_t) / 2);
-      if (at && static_cast<std::int64_t>(std::llround(*at)) > g.pending->index)
-        g.tracker.add_estimate(g.pending->owed, g.pending->ceiling);
+      if (raw > g.pending->raw && came_before(g, *g.pending, t, raw)) g.tracker.add_estimate(g.pending->owed);
       g.pending.reset();
     }
     g.tracker.update(raw, bridge);
-    // Only a step back leaves that update undecided; after a restart the counter's own count
-    // (`raw`) tells how many updates it holds.
-    const bool restarted = g.tracker.anomaly_record().restarts != restarts_before;
-    if (g.tracker.anomalies() != anomalies_before && maybe && !restarted) g.pending = maybe;
+    if (g.tracker.anomalies() != anomalies_before && maybe) {
+      // The undecided update matters if the anomaly took it away should it have come before:
+      // always after a step back; after a restart, only if `raw` holds no more updates than the
+      // sure ones (else it holds that one too).
+      if (g.tracker.raw_updates() <= bridge.updates) {
+        g.pending = maybe;
+        const bool spanned = g.tracker.anomaly_record().bridged_ns != bridged_before;
+        g.tracker.add_undecided(undecided_ceiling, spanned ? 0 : bridge.span_ns);
+      }
+    }
     g.last_ok_t = t;
     g.error.reset();
     CounterRead read;
@@ -268,6 +289,26 @@ struct EnergyMonitor::Impl {
           w.gpu_final[i] = 1;
       }
     return t;
+  }
+
+  /// Whether update `p.index` came before the anomaly read, decided by the first read after it
+  /// that shows a new value (`raw` at `t`): by time when the reads bracket that change within
+  /// half a period (the change is then one update, placed on the grid), else by value (a
+  /// starved reader sees several updates at once: their number, the increase over one update's
+  /// worth, counted back from the last update due by `t`).
+  static bool came_before(const GpuCounter& g, const GpuCounter::Pending& p, std::int64_t t, double raw) {
+    const auto& sch = g.history.schedule();
+    const double period = static_cast<double>(sch.period.count());
+    const std::int64_t bracket = t - p.last_same_t;
+    if (static_cast<double>(bracket) <= period / 2.0 || p.owed <= 0.0) {
+      const auto at = g.history.grid_position(p.last_same_t + bracket / 2);
+      return at && std::llround(*at) > p.index;
+    }
+    const auto at = g.history.grid_position(t);
+    if (!at) return false;
+    const std::int64_t seen = std::max<std::int64_t>(1, std::llround((raw - p.raw) / p.owed));
+    const std::int64_t first = static_cast<std::int64_t>(std::floor(*at)) - seen + 1;
+    return first > p.index;
   }
 
   std::chrono::nanoseconds wall_offset() const { return clock->wall_now() - clock->now(); }
@@ -375,6 +416,7 @@ struct EnergyMonitor::Impl {
     if (!sch.locked) {
       // Probe: poll densely until three updates are pinned (about two periods).
       p.target.reset();
+      p.guard = false;
       p.dense_done = 0;
       if (p.probe_until == 0) p.probe_until = t + kProbeNs, p.next_probe = t + kReprobeNs;
       if (t >= p.next_probe) p.probe_until = t + kProbeNs, p.next_probe = t + kReprobeNs;
@@ -388,6 +430,17 @@ struct EnergyMonitor::Impl {
     const double sigma = static_cast<double>(sch.jitter.count());
     const double period = static_cast<double>(sch.period.count());
     const auto last = g.history.last_index();
+    if (p.target && p.guard) {
+      // The read just before the target update: now the one just after it.
+      p.guard = false;
+      if (!(last && *last >= *p.target)) {
+        if (const auto at = g.history.predicted_time(*p.target)) {
+          p.next_due =
+              std::max(static_cast<std::int64_t>(static_cast<double>(*at) + 3.0 * sigma) + kAfterNs, t + kMinGapNs);
+          return;
+        }
+      }
+    }
     if (p.target) {
       ++p.target_reads;
       if (last && *last >= *p.target) {
@@ -430,6 +483,7 @@ struct EnergyMonitor::Impl {
       return;
     }
     p.target = j;
+    p.guard = false;
     const bool stamps = sch.stamps_are_update_times.value_or(false);
     p.dense = !stamps && (p.dense_done < kDenseAfterLock || j % kDenseEvery == 0);
     const double g_j = static_cast<double>(*at);
@@ -441,8 +495,13 @@ struct EnergyMonitor::Impl {
       p.next_due = static_cast<std::int64_t>(g_j - lead) - kPollNs;
       p.deadline = static_cast<std::int64_t>(g_j + 4.0 * sigma + period / 4.0);
     } else {
+      // Read just after the update, and first just before it: a counter anomaly (a step back, a
+      // restart) then falls between two reads with no update between them, and the counter's
+      // figure for every update survives it (see read_gpu).
       p.next_due = static_cast<std::int64_t>(g_j + 3.0 * sigma) + kAfterNs;
       p.deadline = static_cast<std::int64_t>(g_j + period / 2.0);
+      const auto before = static_cast<std::int64_t>(g_j - kUpdateMarginSigmas * sigma) - kAfterNs;
+      if (before > t + kMinGapNs) p.next_due = before, p.guard = true;
     }
     p.next_due = std::max(p.next_due, t + kMinGapNs);
   }

@@ -66,9 +66,11 @@ def test_energy_monitor_flags_or_refuses(busy, kind):
         return
     truth = m.sensor_energy_at(FAULTY, t1) - m.sensor_energy_at(FAULTY, t0)
     err = abs(r.gpu_energy[FAULTY] - truth)
-    if kind in ("backwards", "reset"):
-        # Open (docs/fault-matrix.md): on the real clock a bridged step can read one counter
-        # update high; it stays within the error bound it states.
+    if kind in ("backwards", "reset") and faults["error_bound"] > 0:
+        # The step fell within the few ms around a counter update (the follower reads just
+        # before and just after each one): that update is estimated, and the figure holds the
+        # bound it states. Otherwise (nearly always) nothing is estimated: within 1 %.
+        assert faults["bridged"] > 0
         assert err <= faults["error_bound"] + TOL * truth + EDGE_SLACK_J, (r.gpu_energy[FAULTY], truth, faults)
     else:
         assert err <= TOL * truth + EDGE_SLACK_J, (r.gpu_energy[FAULTY], truth, faults)
@@ -77,8 +79,7 @@ def test_energy_monitor_flags_or_refuses(busy, kind):
                 "error": ("read_errors", 1), "errors3": ("read_errors", 3)}[kind]
     assert faults[expected[0]] >= expected[1], faults
     if kind in ("backwards", "reset"):
-        assert faults["bridged"] > 0 and faults["error_bound"] > 0
-        assert err <= faults["error_bound"] + TOL * truth + EDGE_SLACK_J
+        assert (faults["bridged"] > 0) == (faults["error_bound"] > 0), faults
 
 
 @pytest.mark.parametrize("kind", ["timeout", "lost"])

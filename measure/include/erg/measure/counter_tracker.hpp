@@ -25,21 +25,26 @@ struct CounterBridge {
   /// above it after a decrease cannot be a restart. Negative: unknown (no ceiling).
   double ceiling = -1.0;
   std::int64_t span_ns = 0;  ///< The span's length.
-  /// With a known update schedule: the updates it puts in the span (−1: unknown) and one
-  /// update's expected increase. After a restart, the updates the counter's own count does not
-  /// hold (those before the restart) are added at that increase.
+  /// With a known update schedule: the updates it surely puts in the span (−1: schedule unknown),
+  /// one update's expected increase, and the most one update can add (negative: unknown). The
+  /// counter's figure for exactly those updates is what an anomaly can take away: a step back
+  /// loses them all, a restart those before it (the updates `raw` holds are counted by it).
   std::int64_t updates = -1;
   double per_update = 0.0;
+  double per_update_ceiling = -1.0;
 };
 
 /// The anomalies absorbed so far (cumulative; a window takes the difference of two snapshots).
 struct CounterAnomalies {
   std::uint64_t restarts = 0;   ///< The counter restarted from (near) zero: a driver reload.
   std::uint64_t backwards = 0;  ///< The counter stepped back by more than it could have counted.
-  std::int64_t bridged_ns = 0;  ///< Spans whose energy is (partly) an estimate.
-  double bridged = 0.0;         ///< The estimated part of the accumulated value.
-  /// Bound on the error of the estimated part: over each bridged span the truth lies between 0
-  /// and the ceiling (or the estimate's double when no ceiling is known).
+  /// Spans whose energy is (partly) an estimate: an update the anomaly took away, or one it may
+  /// have taken (pending a decision).
+  std::int64_t bridged_ns = 0;
+  double bridged = 0.0;  ///< The estimated part of the accumulated value.
+  /// Bound on the error of the estimated part: each estimated update lies between 0 and one
+  /// update's ceiling (without a schedule: the span's ceiling, or the estimate's double when no
+  /// ceiling is known); an update that may or may not have been taken adds its ceiling.
   double error_bound = 0.0;
   [[nodiscard]] std::uint64_t count() const { return restarts + backwards; }
 };
@@ -51,11 +56,13 @@ class CounterTracker {
   ///
   /// A decrease is an anomaly. If the new raw value is no more than the drop and no more than
   /// the bridge's ceiling, the counter restarted from 0 (e.g. a driver reload) and counted `raw`
-  /// since: the span counts `raw` plus the updates before the restart (with a known schedule:
-  /// the span's updates less those `raw` holds; without: max(raw, estimate)). Otherwise the
-  /// counter went backwards: what it counted over the span is unknown and the estimate stands
-  /// for it. Either way the result never decreases. Not thread-safe; callers lock.
+  /// since; otherwise it went backwards and what it counted over the span is unknown. With a
+  /// known schedule the span counts `raw` (restart only) plus one expected update's increase for
+  /// each update the anomaly took away (see CounterBridge::updates; after a restart, those
+  /// `raw` does not hold); without one, the estimate (after a restart: max(raw, estimate)).
+  /// Either way the result never decreases. Not thread-safe; callers lock.
   double update(double raw, const CounterBridge& bridge = {}) {
+    last_raw_in_updates_ = 0;
     if (!last_) {
       last_ = raw;
       return accumulated_;
@@ -66,36 +73,52 @@ class CounterTracker {
       const double drop = *last_ - raw;
       const double estimate = std::max(0.0, bridge.estimate);
       const bool restart = raw >= 0.0 && raw <= drop && (bridge.ceiling < 0.0 || raw <= bridge.ceiling);
-      double counted = 0.0;
-      if (restart) {
-        ++anomalies_.restarts;
-        if (bridge.updates >= 0 && bridge.per_update > 0.0) {
-          const auto in_raw = static_cast<std::int64_t>(std::llround(raw / bridge.per_update));
-          counted = raw + bridge.per_update * static_cast<double>(std::max<std::int64_t>(0, bridge.updates - in_raw));
-        } else {
-          counted = std::max(raw, estimate);
+      restart ? ++anomalies_.restarts : ++anomalies_.backwards;
+      if (bridge.updates >= 0 && bridge.per_update > 0.0) {
+        // The updates `raw` holds since a restart: at least one when it counted anything.
+        const std::int64_t held =
+            restart && raw > 0.0 ? std::max<std::int64_t>(1, std::llround(raw / bridge.per_update)) : 0;
+        last_raw_in_updates_ = held;
+        const std::int64_t lost = std::max<std::int64_t>(0, bridge.updates - held);
+        const double estimated = bridge.per_update * static_cast<double>(lost);
+        accumulated_ += (restart ? raw : 0.0) + estimated;
+        if (lost > 0) {
+          const double per = bridge.per_update_ceiling >= 0.0 ? std::max(bridge.per_update_ceiling, bridge.per_update)
+                                                              : 2.0 * bridge.per_update;
+          anomalies_.bridged += estimated;
+          anomalies_.bridged_ns += bridge.span_ns;
+          anomalies_.error_bound += static_cast<double>(lost) * std::max(bridge.per_update, per - bridge.per_update);
         }
       } else {
-        ++anomalies_.backwards;
-        counted = estimate;
+        const double counted = restart ? std::max(raw, estimate) : estimate;
+        accumulated_ += counted;
+        const double ceiling = bridge.ceiling >= 0.0 ? std::max(bridge.ceiling, counted) : 2.0 * counted;
+        anomalies_.bridged += counted;
+        anomalies_.bridged_ns += bridge.span_ns;
+        anomalies_.error_bound += std::max(counted, ceiling - counted);
       }
-      accumulated_ += counted;
-      const double ceiling = bridge.ceiling >= 0.0 ? std::max(bridge.ceiling, counted) : 2.0 * counted;
-      anomalies_.bridged += counted;
-      anomalies_.bridged_ns += bridge.span_ns;
-      anomalies_.error_bound += std::max(counted, ceiling - counted);
     }
     last_ = raw;
     return accumulated_;
   }
 
-  /// Adds energy found later to have been lost in the last anomaly's span (an update the
-  /// counter made before it stepped back, learned from the reads after it), with its bound.
-  double add_estimate(double amount, double ceiling) {
+  /// After an update() that absorbed a restart with a known schedule: the updates the new raw
+  /// value was taken to hold (0 otherwise).
+  [[nodiscard]] std::int64_t raw_updates() const { return last_raw_in_updates_; }
+
+  /// An update the last anomaly may have taken away, to be decided by the reads after it: its
+  /// ceiling joins the error bound (and `span_ns` the bridged time) until then, and stays.
+  void add_undecided(double ceiling, std::int64_t span_ns) {
+    anomalies_.error_bound += std::max(0.0, ceiling);
+    anomalies_.bridged_ns += span_ns;
+  }
+  /// Adds energy found later to have been taken by the last anomaly (an update the counter made
+  /// before it stepped back, learned from the reads after it); its bound was added with
+  /// add_undecided.
+  double add_estimate(double amount) {
     amount = std::max(0.0, amount);
     accumulated_ += amount;
     anomalies_.bridged += amount;
-    anomalies_.error_bound += std::max(amount, (ceiling >= 0.0 ? std::max(ceiling, amount) : 2.0 * amount) - amount);
     return accumulated_;
   }
 
@@ -107,6 +130,7 @@ class CounterTracker {
  private:
   std::optional<double> last_;
   double accumulated_ = 0.0;
+  std::int64_t last_raw_in_updates_ = 0;
   CounterAnomalies anomalies_;
 };
 
