@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "app.hpp"
@@ -21,6 +22,7 @@ struct Row {
   std::string device;
   std::optional<double> watts;
   std::optional<double> limit_w;
+  std::optional<std::string> error;  ///< the device stopped being sampled: its error code
 };
 
 }  // namespace
@@ -71,23 +73,34 @@ void add_power_command(CLI::App& app, Context& ctx) {
     std::vector<bool> dram;
     for (auto& c : inventory->cpus) cpus.push_back(c->index()), dram.push_back(c->capabilities().dram);
 
+    // A device the monitor stopped sampling (lost, or failing read after read): no value, its
+    // error's code on every output, and one line on stderr naming it, the first time.
+    std::set<std::string> reported;
     auto collect = [&] {
       std::vector<Row> rows;
+      const auto stopped = monitor.errors();
       for (unsigned g : gpus) {
-        Row r{"gpu" + std::to_string(g), std::nullopt, std::nullopt};
-        if (auto p = monitor.gpu_power(g, *domain)) r.watts = p->value();
-        if (auto l = inventory->gpus[g]->power_limit()) r.limit_w = Watts(*l).value();
+        Row r{"gpu" + std::to_string(g), std::nullopt, std::nullopt, std::nullopt};
+        for (const auto& e : stopped)
+          if (e.device == r.device) {
+            r.error = std::string(to_string(e.error.code));
+            if (reported.insert(r.device).second) std::cerr << "erg power: " << e.error.message << "\n";
+          }
+        if (!r.error) {
+          if (auto p = monitor.gpu_power(g, *domain)) r.watts = p->value();
+          if (auto l = inventory->gpus[g]->power_limit()) r.limit_w = Watts(*l).value();
+        }
         rows.push_back(r);
       }
       // A device without a value yet (CPU power needs two energy readings) shows none: "-" on
       // a terminal, an empty CSV cell, null in JSON — never 0 W.
       for (std::size_t k = 0; k < cpus.size(); ++k) {
         const unsigned c = cpus[k];
-        Row r{"cpu" + std::to_string(c), std::nullopt, std::nullopt};
+        Row r{"cpu" + std::to_string(c), std::nullopt, std::nullopt, std::nullopt};
         if (auto p = monitor.cpu_power(c, measure::CpuDomain::kPackage)) r.watts = p->value();
         rows.push_back(r);
         if (!dram[k]) continue;
-        Row d{"dram" + std::to_string(c), std::nullopt, std::nullopt};
+        Row d{"dram" + std::to_string(c), std::nullopt, std::nullopt, std::nullopt};
         if (auto p = monitor.cpu_power(c, measure::CpuDomain::kDram)) d.watts = p->value();
         rows.push_back(d);
       }
@@ -118,10 +131,11 @@ void add_power_command(CLI::App& app, Context& ctx) {
         out << buf;
         for (const auto& r : rows) {
           std::snprintf(buf, sizeof buf, "%-8s %10s %10s\n", r.device.c_str(),
-                        r.watts ? (std::to_string(static_cast<long long>(*r.watts * 10 + 0.5) / 10) + "." +
-                                   std::to_string(static_cast<long long>(*r.watts * 10 + 0.5) % 10))
-                                      .c_str()
-                                : "-",
+                        r.error   ? r.error->c_str()
+                        : r.watts ? (std::to_string(static_cast<long long>(*r.watts * 10 + 0.5) / 10) + "." +
+                                     std::to_string(static_cast<long long>(*r.watts * 10 + 0.5) % 10))
+                                        .c_str()
+                                  : "-",
                         r.limit_w ? std::to_string(static_cast<long long>(*r.limit_w)).c_str() : "-");
           out << buf;
         }
@@ -134,6 +148,7 @@ void add_power_command(CLI::App& app, Context& ctx) {
         for (const auto& r : rows) {
           j[r.device + "_power_w"] = r.watts ? nlohmann::json(*r.watts) : nlohmann::json(nullptr);
           if (r.limit_w) j[r.device + "_limit_w"] = *r.limit_w;
+          if (r.error) j[r.device + "_error"] = *r.error;
         }
         std::cout << j.dump() << "\n" << std::flush;
       } else {
@@ -164,12 +179,18 @@ void add_power_command(CLI::App& app, Context& ctx) {
     double total_j = 0;
     std::ostringstream summary;
     char buf[200];
-    for (unsigned g : gpus)
+    std::vector<std::string> missing;
+    for (unsigned g : gpus) {
       if (auto e = monitor.gpu_energy(g, *domain, t0, t1)) {
         total_j += e->value();
         std::snprintf(buf, sizeof buf, "  gpu%u: %.3f J\n", g, e->value());
-        summary << buf;
+      } else {
+        // Never a partial figure passed off as the whole: the energy is unknown, and said so.
+        missing.push_back("gpu" + std::to_string(g));
+        std::snprintf(buf, sizeof buf, "  gpu%u: unknown (%s)\n", g, e.error().message.c_str());
       }
+      summary << buf;
+    }
     for (unsigned c : cpus) {
       if (auto e = monitor.cpu_energy(c, measure::CpuDomain::kPackage, t0, t1)) {
         total_j += e->value();
@@ -182,8 +203,10 @@ void add_power_command(CLI::App& app, Context& ctx) {
         summary << buf;
       }
     }
-    std::snprintf(buf, sizeof buf, "erg power: total time %.3f s, total energy %.3f J (%s)%s\n", total_s, total_j,
-                  opts->domain.c_str(), inventory->simulated ? " (SIMULATED)" : "");
+    std::string without;
+    for (const auto& d : missing) without += (without.empty() ? " without " : ", ") + d;
+    std::snprintf(buf, sizeof buf, "erg power: total time %.3f s, total energy %.3f J%s (%s)%s\n", total_s, total_j,
+                  without.c_str(), opts->domain.c_str(), inventory->simulated ? " (SIMULATED)" : "");
     std::cerr << buf << summary.str();
     ctx.exit_code = kExitOk;
   });

@@ -73,8 +73,15 @@ Result<protocol::ParsedResponse> DaemonClient::checked(std::string_view method, 
   if (!r) return fail(r.error());
   if (r->status != 200) {
     std::string path = target.substr(0, target.find('?'));
-    return fail(protocol::error_code_for_status(r->status),
-                conn_.describe() + ": " + path + " failed with " + std::to_string(r->status) + ": " + r->body);
+    // ergd names each device's error code beside zeusd's messages: a lost GPU stays a lost GPU
+    // (and a timeout stays transient) for the caller, not a generic 500.
+    ErrorCode code = protocol::error_code_for_status(r->status);
+    if (auto body = protocol::parse_json_object(r->body); body && body->contains("error_codes")) {
+      const auto& codes = (*body)["error_codes"];
+      if (codes.is_object() && codes.size() == 1 && codes.begin()->is_string())
+        if (auto c = parse_error_code(codes.begin()->get<std::string>())) code = *c;
+    }
+    return fail(code, conn_.describe() + ": " + path + " failed with " + std::to_string(r->status) + ": " + r->body);
   }
   return r;
 }

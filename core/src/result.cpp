@@ -19,6 +19,12 @@ std::string_view to_string(ErrorCode code) {
   return "internal";
 }
 
+std::optional<ErrorCode> parse_error_code(std::string_view name) {
+  for (int c = 0; c <= static_cast<int>(ErrorCode::kInternal); ++c)
+    if (to_string(static_cast<ErrorCode>(c)) == name) return static_cast<ErrorCode>(c);
+  return std::nullopt;
+}
+
 bool transient(ErrorCode code) {
   return code == ErrorCode::kTimeout || code == ErrorCode::kDriverError || code == ErrorCode::kIo;
 }

@@ -26,7 +26,7 @@ Reply cpu_get_cumulative_energy(const DeviceSlots& devices, const protocol::Quer
     Cpu& cpu = *devices.cpus[id].cpu;
     json entry = {{"cpu_energy_uj", nullptr}, {"dram_energy_uj", nullptr}};
     if (want_cpu->value_or(false)) {
-      auto e = cpu.package_energy();
+      auto e = read_retrying([&] { return cpu.package_energy(); });
       if (!e) {
         errors.emplace(id, std::move(e.error()));
         continue;
@@ -34,7 +34,7 @@ Reply cpu_get_cumulative_energy(const DeviceSlots& devices, const protocol::Quer
       entry["cpu_energy_uj"] = to_u64(e->value());
     }
     if (want_dram->value_or(false) && cpu.capabilities().dram) {
-      auto e = cpu.dram_energy();
+      auto e = read_retrying([&] { return cpu.dram_energy(); });
       if (!e) {
         errors.emplace(id, std::move(e.error()));
         continue;
@@ -57,7 +57,7 @@ Reply cpu_get_power(const DeviceSlots& devices, const protocol::Query& query, do
   std::map<unsigned, First> first;
   for (unsigned id : ids) {
     Cpu& cpu = *devices.cpus[id].cpu;
-    auto e = cpu.package_energy();
+    auto e = read_retrying([&] { return cpu.package_energy(); });
     if (!e) {
       errors.emplace(id, std::move(e.error()));
       continue;
@@ -72,7 +72,7 @@ Reply cpu_get_power(const DeviceSlots& devices, const protocol::Query& query, do
   json power = json::object();
   for (const auto& [id, f] : first) {
     Cpu& cpu = *devices.cpus[id].cpu;
-    auto e = cpu.package_energy();
+    auto e = read_retrying([&] { return cpu.package_energy(); });
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!e) {
       errors.emplace(id, std::move(e.error()));

@@ -21,13 +21,20 @@ Reply run_on_owners(const DeviceSlots& devices, const protocol::Query& query, bo
   std::vector<unsigned> ids;
   if (auto bad = select_ids(query, "gpu_ids", devices.gpus.size(), "GPU", ids)) return std::move(*bad);
   std::map<unsigned, Error> errors;
+  // The GPUs the command reached (applied, or queued without block), for a partial failure.
+  auto applied = [&] {
+    std::vector<unsigned> out;
+    for (unsigned id : ids)
+      if (!errors.contains(id)) out.push_back(id);
+    return out;
+  };
   const Error shutting_down{ErrorCode::kUnavailable, "GPU command send error: daemon is shutting down"};
   if (!block) {
     for (unsigned id : ids) {
       auto gpu = devices.gpus[id].gpu;
       if (!devices.gpus[id].worker->post([gpu, command] { (void)command(*gpu); })) errors.emplace(id, shutting_down);
     }
-    return aggregate(errors, std::nullopt);
+    return aggregate(errors, std::nullopt, applied());
   }
   // Fan out to every owner thread, then wait for all.
   std::vector<std::future<Result<void>>> futures;
@@ -42,7 +49,7 @@ Reply run_on_owners(const DeviceSlots& devices, const protocol::Query& query, bo
     auto r = futures[k].get();
     if (!r) errors.emplace(ids[k], std::move(r.error()));
   }
-  return aggregate(errors, std::nullopt);
+  return aggregate(errors, std::nullopt, applied());
 }
 
 /// Reads a required bool or u32 field (the route table makes them required) or answers 400.

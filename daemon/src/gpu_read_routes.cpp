@@ -39,7 +39,8 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
   body += '{';
   for (std::size_t k = 0; k < n; ++k) {
     unsigned id = ids.empty() ? static_cast<unsigned>(k) : ids[k];
-    auto value = read(*devices.gpus[id].gpu);
+    Gpu& gpu = *devices.gpus[id].gpu;
+    auto value = read_retrying([&] { return read(gpu); });
     if (!value) {
       errors.emplace(id, std::move(value.error()));
       continue;
@@ -52,7 +53,7 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
     body += '}';
   }
   body += '}';
-  if (!errors.empty()) return aggregate(errors, std::nullopt);
+  if (!errors.empty()) return aggregate(errors, nlohmann::json::parse(body));
   return Reply{{200, "application/json", std::move(body), {}}, std::nullopt};
 }
 
@@ -99,7 +100,8 @@ Reply gpu_get_power(const DeviceSlots& devices, const protocol::Query& query) {
   std::map<unsigned, Error> errors;
   nlohmann::json power = nlohmann::json::object();
   for (unsigned id : ids) {
-    auto p = devices.gpus[id].gpu->power(PowerDomain::kDeviceInstant);
+    Gpu& gpu = *devices.gpus[id].gpu;
+    auto p = read_retrying([&] { return gpu.power(PowerDomain::kDeviceInstant); });
     if (p)
       power[std::to_string(id)] = to_u32(p->value());
     else

@@ -22,10 +22,14 @@ class PrometheusExposition {
   PrometheusExposition(const PrometheusExposition&) = delete;
   PrometheusExposition& operator=(const PrometheusExposition&) = delete;
 
-  /// Reads every device and returns the exposition text. A reading that fails leaves its
-  /// metric at the previous value. Energy counters only move forward: a driver counter that went
-  /// back (a reload) restarts the metric from its new value, which rate() treats as a reset.
-  /// Thread-safe (one scrape at a time).
+  /// Reads every device and returns the exposition text. A device that does not answer (lost, or
+  /// failing after the retries a transient error gets) is `erg_*_up 0` and its other series are
+  /// withdrawn until it answers again — never a frozen value; they then start again from zero,
+  /// which rate() treats as a counter reset. GPU energy counters are followed between scrapes
+  /// (from the first scrape on, by a measure::EnergyMonitor) and only move forward: a driver
+  /// counter that restarted or stepped back is bridged as the monitor bridges it (exact unless
+  /// an update fell with the anomaly) and counted in erg_gpu_energy_counter_anomalies_total. Thread-safe (one scrape at
+  /// a time).
   std::string scrape();
 
  private:

@@ -84,16 +84,21 @@ std::optional<Reply> select_ids_listing_unknown(const protocol::Query& query, st
                               ". Available: " + protocol::format_ids(valid));
 }
 
-Reply aggregate(const std::map<unsigned, Error>& errors, const std::optional<nlohmann::json>& ok_body) {
+Reply aggregate(const std::map<unsigned, Error>& errors, const std::optional<nlohmann::json>& ok_body,
+                const std::vector<unsigned>& applied) {
   if (errors.empty()) return ok_body ? json_reply(200, *ok_body) : empty_reply(200);
   int status = 0;
-  std::map<unsigned, std::string> messages;
+  nlohmann::json messages = nlohmann::json::object(), codes = nlohmann::json::object();
   for (const auto& [id, e] : errors) {
     int s = protocol::http_status(e.code);
     status = status == 0 ? s : protocol::worst_status(status, s);
-    messages[id] = e.message;
+    messages[std::to_string(id)] = e.message;
+    codes[std::to_string(id)] = to_string(e.code);
   }
-  return Reply{{status, "application/json", protocol::errors_body(messages), {}}, std::nullopt};
+  nlohmann::json body{{"errors", std::move(messages)}, {"error_codes", std::move(codes)}};
+  if (ok_body) body["partial"] = *ok_body;
+  if (!ok_body) body["applied"] = applied;
+  return json_reply(status, body);
 }
 
 }  // namespace erg::daemon

@@ -38,8 +38,25 @@ std::optional<Reply> select_ids(const protocol::Query& query, std::string_view f
 std::optional<Reply> select_ids_listing_unknown(const protocol::Query& query, std::string_view field, std::size_t count,
                                                 std::string_view kind, std::vector<unsigned>& ids);
 
-/// Per-device results: 200 with `ok_body` (nullopt → no body) when `errors` is empty, else
-/// `{"errors": {...}}` with the worst status.
-Reply aggregate(const std::map<unsigned, Error>& errors, const std::optional<nlohmann::json>& ok_body);
+/// Per-device results: 200 with `ok_body` (nullopt → no body) when `errors` is empty. Else zeusd's
+/// reply — `{"errors": {"<id>": message}}` with the worst status, which zeusd's clients turn into
+/// their error as before — plus what the devices that answered gave, for a client that looks:
+/// `"error_codes": {"<id>": "gpu_lost"}` (erg's ErrorCode names) and `"partial"`, the 200 body
+/// for the devices that answered (`ok_body`, built from those alone), or for a setter
+/// `"applied": [ids]`, the devices it was applied to.
+Reply aggregate(const std::map<unsigned, Error>& errors, const std::optional<nlohmann::json>& ok_body,
+                const std::vector<unsigned>& applied = {});
+
+/// Attempts of a device read that fails with an error that can pass (a timeout, an unknown
+/// driver error, I/O): tried again at once, as erg's monitors do; a lost GPU is not retried.
+inline constexpr int kReadAttempts = 5;
+
+/// `read()` (returning a Result), tried again at once while it fails with a transient error.
+template <class Read>
+auto read_retrying(Read&& read) {
+  auto r = read();
+  for (int attempt = 1; !r && attempt < kReadAttempts && transient(r.error().code); ++attempt) r = read();
+  return r;
+}
 
 }  // namespace erg::daemon

@@ -262,6 +262,113 @@ TEST(Dispatch, MetricsText) {
   EXPECT_NE(f.call("GET", "/metrics").response.body.find("uuid=\"GPU-fake-0\"} 7"), std::string::npos);
 }
 
+// One failing GPU in a multi-GPU request: zeusd's reply (the worst status, `errors` naming it),
+// so zeusd's clients fail as they would against zeusd, plus what erg's clients read — the
+// failing GPU's error code and the values of the GPUs that answered.
+TEST(Dispatch, AFailingGpuLeavesTheOthersValuesBesideItsError) {
+  FakeDaemon f;
+  f.gpus[0]->set_energy_mj(1000.0);
+  f.gpus[2]->set_energy_mj(3000.0);
+  f.gpus[0]->set_power_mw(50000.0);
+  f.gpus[1]->set_failing(true);
+  auto e = f.call("GET", "/gpu/get_cumulative_energy?gpu_ids=0,1,2");
+  EXPECT_EQ(e.response.status, 500);
+  auto j = body_json(e);
+  EXPECT_EQ(j["errors"], (nlohmann::json{{"1", "fake GPU lost"}}));
+  EXPECT_EQ(j["error_codes"], (nlohmann::json{{"1", "gpu_lost"}}));
+  EXPECT_EQ(j["partial"], (nlohmann::json{{"0", {{"energy_mj", 1000}}}, {"2", {{"energy_mj", 3000}}}}));
+
+  auto p = body_json(f.call("GET", "/gpu/get_power?gpu_ids=0,1"));
+  EXPECT_EQ(p["error_codes"], (nlohmann::json{{"1", "gpu_lost"}}));
+  EXPECT_EQ(p["partial"]["power_mw"], (nlohmann::json{{"0", 50000}}));
+  EXPECT_TRUE(p["partial"].contains("timestamp_ms"));
+
+  auto l = f.call("GET", "/gpu/get_power_limit");
+  EXPECT_EQ(l.response.status, 500);
+  EXPECT_EQ(body_json(l)["partial"].size(), 3u);
+
+  // A setter says which GPUs it reached.
+  auto s = f.call("POST", "/gpu/set_power_limit?gpu_ids=0,1,2&power_limit_mw=150000&block=true");
+  EXPECT_EQ(s.response.status, 500);
+  EXPECT_EQ(body_json(s)["applied"], (nlohmann::json{0, 2}));
+  EXPECT_EQ(body_json(s)["error_codes"], (nlohmann::json{{"1", "gpu_lost"}}));
+  EXPECT_EQ(f.gpus[0]->power_limit()->value(), 150000.0);
+
+  // Healthy again: a plain 200.
+  f.gpus[1]->set_failing(false);
+  EXPECT_EQ(f.call("GET", "/gpu/get_cumulative_energy?gpu_ids=0,1,2").response.status, 200);
+}
+
+// A read that fails with an error that can pass (I/O here) is tried again at once, as erg's
+// monitors do: three failures in a row are absorbed, five are not.
+TEST(Dispatch, TransientReadErrorsAreRetried) {
+  FakeDaemon f;
+  f.cpus[0]->set_energy_uj(2e6, 1e6);
+  f.cpus[0]->fail_package_reads(3);
+  auto ok = f.call("GET", "/cpu/get_cumulative_energy?cpu_ids=0&cpu=true&dram=false");
+  ASSERT_EQ(ok.response.status, 200) << ok.response.body;
+  EXPECT_EQ(body_json(ok)["0"]["cpu_energy_uj"], 2000000);
+  f.cpus[0]->fail_package_reads(5);
+  auto bad = f.call("GET", "/cpu/get_cumulative_energy?cpu_ids=0,1&cpu=true&dram=false");
+  EXPECT_EQ(bad.response.status, 500);
+  EXPECT_EQ(body_json(bad)["error_codes"], (nlohmann::json{{"0", "io"}}));
+  EXPECT_TRUE(body_json(bad)["partial"].contains("1"));
+}
+
+// /metrics never shows a frozen value: a GPU that stops answering is erg_gpu_up 0 and its
+// energy, power and limit series are withdrawn; they come back when it answers. A counter that
+// steps back does not make the energy metric jump (it would add the whole counter), and is
+// counted.
+TEST(Dispatch, MetricsWithdrawALostGpuAndNeverJumpOnAStepBack) {
+  FakeDaemon f;
+  for (unsigned g = 0; g < 3; ++g) f.gpus[g]->set_energy_mj(1'000'000.0);
+  auto series = [](const std::string& text, const std::string& metric, unsigned gpu) -> std::optional<double> {
+    const std::string key = metric + "{index=\"" + std::to_string(gpu) + "\",";
+    auto at = text.find(key);
+    if (at == std::string::npos) return std::nullopt;
+    auto sp = text.find("} ", at);
+    return std::stod(text.substr(sp + 2));
+  };
+  auto t = f.call("GET", "/metrics").response.body;
+  EXPECT_EQ(series(t, "erg_gpu_up", 1), 1.0);
+  EXPECT_EQ(series(t, "erg_gpu_energy_joules_total", 1), 1000.0);
+
+  f.gpus[1]->set_failing(true);
+  t = f.call("GET", "/metrics").response.body;
+  EXPECT_EQ(series(t, "erg_gpu_up", 1), 0.0) << t;
+  EXPECT_FALSE(series(t, "erg_gpu_energy_joules_total", 1)) << t;
+  EXPECT_FALSE(series(t, "erg_gpu_power_watts", 1)) << t;
+  EXPECT_FALSE(series(t, "erg_gpu_power_limit_watts", 1)) << t;
+  EXPECT_EQ(series(t, "erg_gpu_up", 0), 1.0);
+  EXPECT_EQ(series(t, "erg_gpu_energy_joules_total", 0), 1000.0);
+
+  f.gpus[1]->set_failing(false);
+  t = f.call("GET", "/metrics").response.body;
+  EXPECT_EQ(series(t, "erg_gpu_up", 1), 1.0);
+  EXPECT_EQ(series(t, "erg_gpu_energy_joules_total", 1), 1000.0);
+
+  // GPU 2 counts 50 J, then steps back 200 J: the metric neither goes back nor jumps by the
+  // counter's whole value (a step is bridged; these fakes jump at once, so the bridge's rate is
+  // rough: the exact figures are in tests/faults/ergd_faults_test.cpp), and the step is counted.
+  f.gpus[2]->set_energy_mj(1'050'000.0);
+  t = f.call("GET", "/metrics").response.body;
+  EXPECT_EQ(series(t, "erg_gpu_energy_joules_total", 2), 1050.0) << t;
+  f.gpus[2]->set_energy_mj(850'000.0);
+  t = f.call("GET", "/metrics").response.body;
+  const double after_step = *series(t, "erg_gpu_energy_joules_total", 2);
+  EXPECT_GE(after_step, 1050.0) << t;
+  EXPECT_LT(after_step, 1200.0) << t;
+  EXPECT_EQ(series(t, "erg_gpu_energy_counter_anomalies_total", 2), 1.0) << t;
+  f.gpus[2]->set_energy_mj(880'000.0);
+  t = f.call("GET", "/metrics").response.body;
+  EXPECT_NEAR(*series(t, "erg_gpu_energy_joules_total", 2), after_step + 30.0, 1e-6) << t;
+  // A restart (driver reload) is counted too, and the metric still only moves forward.
+  f.gpus[2]->set_energy_mj(100.0);
+  t = f.call("GET", "/metrics").response.body;
+  EXPECT_GE(*series(t, "erg_gpu_energy_joules_total", 2), after_step + 30.0) << t;
+  EXPECT_EQ(series(t, "erg_gpu_energy_counter_anomalies_total", 2), 2.0) << t;
+}
+
 TEST(Dispatch, StreamRepliesCarryTheSpec) {
   FakeDaemon f;
   auto r = f.call("GET", "/gpu/stream_power?gpu_ids=2,1");

@@ -612,6 +612,106 @@ struct EnergyMonitor::Impl {
       left -= static_cast<std::size_t>(n);
     }
   }
+
+  /// The measurement of window `name` from its begin edge `start` to the edge `end` (under mu).
+  void compose(const std::string& name, const WindowState& start, const WindowState& end,
+               const std::vector<std::optional<Watts>>& instant, Measurement& m) const {
+    m.name = name;
+    m.start_wall = start.start_wall;
+    m.time = Seconds(static_cast<double>((end.start - start.start).count()) * 1e-9);
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const auto& g = gpus[i];
+      GpuEnergy ge;
+      ge.index = g.index;
+      if (g.has_counter) {
+        // Both edges at their best now: the begin edge is usually final already; the end edge is
+        // final after settling, else extrapolated from the last update. An edge whose read failed
+        // (after retries) is known only from reads around it: the begin edge from the history
+        // (reads before it and after it), the end edge not at all (the GPU may have stopped).
+        CounterEstimate begin;
+        bool begin_known = true;
+        if (start.gpu_final[i]) {
+          begin.value = start.gpu_mj[i];
+          begin.unread_ns = start.gpu_unread[i];
+          begin.unread_from = start.gpu_unread_from[i];
+          begin_known = start.gpu_read_ok[i] || !estimates();
+        } else if (!start.gpu_read_ok[i]) {
+          auto v = estimates() ? g.history.value_at(start.gpu_t[i]) : std::nullopt;
+          begin_known = v.has_value();
+          if (v) begin = *v;
+        } else {
+          begin = edge_value(i, start.gpu_t[i], start.gpu_mj[i]);
+        }
+        if (!begin_known || !end.gpu_read_ok[i]) {
+          const auto& err = !end.gpu_read_ok[i] ? end.gpu_error[i] : start.gpu_error[i];
+          ge.error = Error{err ? err->code : ErrorCode::kInternal,
+                           "GPU " + std::to_string(g.index) + " could not be read at the window's " +
+                               (!end.gpu_read_ok[i] ? "end" : "start") + (err ? ": " + err->message : std::string())};
+        } else {
+          const CounterEstimate finish = edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
+          ge.energy = MilliJoules(std::max(0.0, finish.value - begin.value));
+          // Both edges in one unread span count it once.
+          const bool same = begin.unread_ns > 0 && finish.unread_ns > 0 && begin.unread_from == finish.unread_from;
+          ge.unread = Seconds(static_cast<double>(begin.unread_ns + (same ? 0 : finish.unread_ns)) * 1e-9);
+          if (estimates() && !g.history.final_at(end.gpu_t[i])) {
+            if (auto last = g.history.last_update_time())
+              ge.extrapolated = Seconds(
+                  static_cast<double>(std::max<std::int64_t>(0, end.gpu_t[i] - std::max(*last, start.gpu_t[i]))) *
+                  1e-9);
+          }
+          if (!start.gpu_read_ok[i] && start.gpu_error[i]) ge.error = start.gpu_error[i];
+        }
+        ge.source = EnergySource::kCounter;
+        const CounterAnomalies& a0 = start.gpu_anomalies[i];
+        const CounterAnomalies& a1 = end.gpu_anomalies[i];
+        ge.counter_restarts = a1.restarts - a0.restarts;
+        ge.counter_backwards = a1.backwards - a0.backwards;
+        ge.bridged = Seconds(static_cast<double>(a1.bridged_ns - a0.bridged_ns) * 1e-9);
+        ge.error_bound = MilliJoules(std::max(0.0, a1.error_bound - a0.error_bound));
+        ge.read_errors = end.gpu_failures_after[i] - start.gpu_failures_before[i];
+        ge.affected = ge.counter_restarts + ge.counter_backwards + ge.read_errors > 0 || !ge.energy;
+        const auto& sch = g.history.schedule();
+        std::optional<std::chrono::nanoseconds> period;
+        if (sch.locked && !sch.continuous)
+          period = sch.period;
+        else if (g.period)
+          period = *g.period;
+        if (period)
+          ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*period).count();
+      } else {
+        ge.source = EnergySource::kIntegrated;
+        if (power_monitor) {
+          auto e = power_monitor->gpu_energy(g.index, PowerDomain::kDeviceInstant, start.start, end.start);
+          if (e) {
+            ge.energy = *e;
+          } else {
+            ge.error = e.error();
+            ge.affected = true;
+          }
+          ge.short_window =
+              m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(power_monitor->period()).count();
+        }
+      }
+      if (options.approx_instant_energy && ge.energy && ge.energy->value() == 0.0 && instant[i]) {
+        ge.energy = *instant[i] * m.time;
+        ge.source = EnergySource::kInstantApprox;
+      }
+      m.gpus.push_back(std::move(ge));
+    }
+    for (std::size_t i = 0; i < cpus.size(); ++i) {
+      const auto& c = cpus[i];
+      CpuEnergy ce;
+      ce.index = c.index;
+      ce.package = MicroJoules(end.cpu_uj[i] - start.cpu_uj[i]);
+      if (c.dram) ce.dram = MicroJoules(end.dram_uj[i] - start.dram_uj[i]);
+      ce.affected = end.cpu_anomalies[i] != start.cpu_anomalies[i];
+      if (c.error) {
+        ce.error = c.error;
+        ce.affected = true;
+      }
+      m.cpus.push_back(std::move(ce));
+    }
+  }
 };
 
 EnergyMonitor::EnergyMonitor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -824,104 +924,23 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
     std::lock_guard lock(impl_->mu);
     const WindowState& start = node.mapped();
     const WindowState& end = settle_at.empty() ? impl_->end_scratch : settled_end;
-    m.name = name;
-    m.start_wall = start.start_wall;
-    m.time = Seconds(static_cast<double>((end.start - start.start).count()) * 1e-9);
-    for (std::size_t i = 0; i < impl_->gpus.size(); ++i) {
-      const auto& g = impl_->gpus[i];
-      GpuEnergy ge;
-      ge.index = g.index;
-      if (g.has_counter) {
-        // Both edges at their best now: the begin edge is usually final already; the end edge is
-        // final after settling, else extrapolated from the last update. An edge whose read failed
-        // (after retries) is known only from reads around it: the begin edge from the history
-        // (reads before it and after it), the end edge not at all (the GPU may have stopped).
-        CounterEstimate begin;
-        bool begin_known = true;
-        if (start.gpu_final[i]) {
-          begin.value = start.gpu_mj[i];
-          begin.unread_ns = start.gpu_unread[i];
-          begin.unread_from = start.gpu_unread_from[i];
-          begin_known = start.gpu_read_ok[i] || !impl_->estimates();
-        } else if (!start.gpu_read_ok[i]) {
-          auto v = impl_->estimates() ? g.history.value_at(start.gpu_t[i]) : std::nullopt;
-          begin_known = v.has_value();
-          if (v) begin = *v;
-        } else {
-          begin = impl_->edge_value(i, start.gpu_t[i], start.gpu_mj[i]);
-        }
-        if (!begin_known || !end.gpu_read_ok[i]) {
-          const auto& err = !end.gpu_read_ok[i] ? end.gpu_error[i] : start.gpu_error[i];
-          ge.error = Error{err ? err->code : ErrorCode::kInternal,
-                           "GPU " + std::to_string(g.index) + " could not be read at the window's " +
-                               (!end.gpu_read_ok[i] ? "end" : "start") + (err ? ": " + err->message : std::string())};
-        } else {
-          const CounterEstimate finish = impl_->edge_value(i, end.gpu_t[i], end.gpu_mj[i]);
-          ge.energy = MilliJoules(std::max(0.0, finish.value - begin.value));
-          // Both edges in one unread span count it once.
-          const bool same = begin.unread_ns > 0 && finish.unread_ns > 0 && begin.unread_from == finish.unread_from;
-          ge.unread = Seconds(static_cast<double>(begin.unread_ns + (same ? 0 : finish.unread_ns)) * 1e-9);
-          if (impl_->estimates() && !g.history.final_at(end.gpu_t[i])) {
-            if (auto last = g.history.last_update_time())
-              ge.extrapolated = Seconds(
-                  static_cast<double>(std::max<std::int64_t>(0, end.gpu_t[i] - std::max(*last, start.gpu_t[i]))) *
-                  1e-9);
-          }
-          if (!start.gpu_read_ok[i] && start.gpu_error[i]) ge.error = start.gpu_error[i];
-        }
-        ge.source = EnergySource::kCounter;
-        const CounterAnomalies& a0 = start.gpu_anomalies[i];
-        const CounterAnomalies& a1 = end.gpu_anomalies[i];
-        ge.counter_restarts = a1.restarts - a0.restarts;
-        ge.counter_backwards = a1.backwards - a0.backwards;
-        ge.bridged = Seconds(static_cast<double>(a1.bridged_ns - a0.bridged_ns) * 1e-9);
-        ge.error_bound = MilliJoules(std::max(0.0, a1.error_bound - a0.error_bound));
-        ge.read_errors = end.gpu_failures_after[i] - start.gpu_failures_before[i];
-        ge.affected = ge.counter_restarts + ge.counter_backwards + ge.read_errors > 0 || !ge.energy;
-        const auto& sch = g.history.schedule();
-        std::optional<std::chrono::nanoseconds> period;
-        if (sch.locked && !sch.continuous)
-          period = sch.period;
-        else if (g.period)
-          period = *g.period;
-        if (period)
-          ge.short_window = m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(*period).count();
-      } else {
-        ge.source = EnergySource::kIntegrated;
-        if (impl_->power_monitor) {
-          auto e = impl_->power_monitor->gpu_energy(g.index, PowerDomain::kDeviceInstant, start.start, end.start);
-          if (e) {
-            ge.energy = *e;
-          } else {
-            ge.error = e.error();
-            ge.affected = true;
-          }
-          ge.short_window = m.time.count() <
-                            kShortWindowPeriods * std::chrono::duration<double>(impl_->power_monitor->period()).count();
-        }
-      }
-      if (impl_->options.approx_instant_energy && ge.energy && ge.energy->value() == 0.0 && instant[i]) {
-        ge.energy = *instant[i] * m.time;
-        ge.source = EnergySource::kInstantApprox;
-      }
-      m.gpus.push_back(std::move(ge));
-    }
-    for (std::size_t i = 0; i < impl_->cpus.size(); ++i) {
-      const auto& c = impl_->cpus[i];
-      CpuEnergy ce;
-      ce.index = c.index;
-      ce.package = MicroJoules(end.cpu_uj[i] - start.cpu_uj[i]);
-      if (c.dram) ce.dram = MicroJoules(end.dram_uj[i] - start.dram_uj[i]);
-      ce.affected = end.cpu_anomalies[i] != start.cpu_anomalies[i];
-      if (c.error) {
-        ce.error = c.error;
-        ce.affected = true;
-      }
-      m.cpus.push_back(std::move(ce));
-    }
+    impl_->compose(name, start, end, instant, m);
     impl_->write_log_row(m);
     if (impl_->spare_nodes.size() < kSpareWindowNodes) impl_->spare_nodes.push_back(std::move(node));
   }
+  return m;
+}
+
+Result<Measurement> EnergyMonitor::peek_window(const std::string& name) {
+  Measurement m;
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->windows.find(name);
+  if (it == impl_->windows.end()) return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
+  WindowState& end = impl_->end_scratch;
+  end.start = impl_->clock->now();
+  impl_->read_counters(end);
+  const std::vector<std::optional<Watts>> no_instant(impl_->gpus.size());
+  impl_->compose(name, it->second, end, no_instant, m);
   return m;
 }
 

@@ -61,6 +61,28 @@ class EnergyMonitorTest : public ::testing::Test {
   double cpu_dram_uj_ = 0;
 };
 
+// peek_window measures a window so far and leaves it open; each peek measures from the begin
+// edge (an exporter's counter reads successive peeks), and the window ends as if never peeked.
+TEST_F(EnergyMonitorTest, PeekMeasuresSoFarAndLeavesTheWindowOpen) {
+  auto m = make();
+  ASSERT_TRUE(m->begin_window("w"));
+  consume(milliseconds(1000));
+  auto p1 = m->peek_window("w");
+  ASSERT_TRUE(p1) << p1.error().message;
+  EXPECT_NEAR(p1->gpus[0].energy->value(), 100.0, 1e-6);
+  EXPECT_NEAR(p1->cpus[0].package.value(), 50.0, 1e-6);
+  EXPECT_NEAR(p1->time.count(), 1.0, 1e-9);
+  EXPECT_EQ(m->open_windows(), std::vector<std::string>{"w"});
+  consume(milliseconds(500));
+  auto p2 = m->peek_window("w");
+  ASSERT_TRUE(p2);
+  EXPECT_NEAR(p2->gpus[1].energy->value(), 300.0, 1e-6);
+  auto e = m->end_window("w");
+  ASSERT_TRUE(e);
+  EXPECT_NEAR(e->gpus[1].energy->value(), 300.0, 1e-6);
+  EXPECT_EQ(m->peek_window("w").error().code, ErrorCode::kNotFound);
+}
+
 TEST_F(EnergyMonitorTest, SerialNestedAndOverlappingWindowsAreExact) {
   auto m = make();
   ASSERT_TRUE(m->begin_window("outer"));

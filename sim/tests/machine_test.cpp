@@ -470,6 +470,15 @@ TEST(TempMachines, AMachineAChildProcessStillUsesIsKept) {
   const pid_t user = std::stoi(line.substr(0, line.find(' ')));
   const fs::path dir = line.substr(line.find(' ') + 1);
   ASSERT_TRUE(fs::exists(dir));
+  // Until the sleeper has exec'd, /proc shows the environment its creator was started with,
+  // without the ERG_SIM_STATE the creator set later: wait for the exec (CI caught the race).
+  auto started = [&] {
+    std::ifstream in("/proc/" + std::to_string(user) + "/environ");
+    const std::string env((std::istreambuf_iterator<char>(in)), {});
+    return env.find("ERG_SIM_STATE=") != std::string::npos;
+  };
+  for (int i = 0; i < 500 && !started(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(started()) << "the sleeper never ran";
 
   EXPECT_TRUE(Machine::reap_stale_temp(parent).empty());
   EXPECT_TRUE(fs::exists(dir)) << "a process started on the machine still runs";

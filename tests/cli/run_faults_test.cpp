@@ -101,5 +101,50 @@ TEST_P(ErgRunFaults, FlaggedWithinOnePercentOrNullNamingTheGpu) {
 INSTANTIATE_TEST_SUITE_P(EveryFault, ErgRunFaults, ::testing::ValuesIn(sim::kAllFaults),
                          [](const auto& p) { return std::string(sim::fault_name(p.param)); });
 
+// The `erg power` face: a GPU that is lost or times out for good is shown without a value, its
+// error code beside it, and its energy is unknown (never the power before the fault held on);
+// one failing call is retried and changes nothing. GPU 1 keeps its values throughout.
+class ErgPowerFaults : public ::testing::TestWithParam<sim::Fault> {};
+
+TEST_P(ErgPowerFaults, ALostGpuHasNoValueAndItsErrorCode) {
+  const sim::Fault fault = GetParam();
+  const std::string name(sim::fault_name(fault));
+  auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=1"));
+  ASSERT_TRUE(made) << made.error().message;
+  auto machine = std::move(*made);
+  ASSERT_TRUE(machine->export_env());
+  ASSERT_TRUE(machine->set_utilization(0, 0.8));
+  ASSERT_TRUE(machine->set_utilization(1, 0.8));
+  auto r = run_shell("sh -c '(sleep 1; " + erg() + " simulate fault " + name + " --gpus 0) & " + erg() +
+                     " power --json --interval 0.25 --count 12; wait'");
+  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT"}) ::unsetenv(v);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<json> lines;
+  for (std::size_t at = 0, nl; (nl = r.out.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(json::parse(r.out.substr(at, nl - at)));
+  ASSERT_EQ(lines.size(), 12u) << r.out;
+  for (const auto& l : lines) EXPECT_TRUE(l["gpu1_power_w"].is_number()) << l.dump();
+  const bool permanent = fault == sim::Fault::kTimeout || fault == sim::Fault::kLost;
+  const auto& last = lines.back();
+  if (!permanent) {
+    for (const auto& l : lines) {
+      EXPECT_TRUE(l["gpu0_power_w"].is_number()) << l.dump();
+      EXPECT_FALSE(l.contains("gpu0_error")) << l.dump();
+    }
+    EXPECT_EQ(r.err.find("unknown"), std::string::npos) << r.err;
+    return;
+  }
+  EXPECT_TRUE(lines.front()["gpu0_power_w"].is_number()) << lines.front().dump();
+  EXPECT_TRUE(last["gpu0_power_w"].is_null()) << last.dump();
+  EXPECT_EQ(last["gpu0_error"], fault == sim::Fault::kLost ? "gpu_lost" : "timeout") << last.dump();
+  EXPECT_NE(r.err.find("gpu0: unknown"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("without gpu0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GPU 0"), std::string::npos) << "the stderr line names it: " << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, ErgPowerFaults,
+                         ::testing::Values(sim::Fault::kOneError, sim::Fault::kTimeout, sim::Fault::kLost),
+                         [](const auto& p) { return std::string(sim::fault_name(p.param)); });
+
 }  // namespace
 }  // namespace erg

@@ -3,6 +3,7 @@
 /// change to `std::expected` once the toolchain has it). Exceptions are only thrown at the edges
 /// (CLI `main`, Python bindings).
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tl/expected.hpp>
@@ -27,6 +28,8 @@ enum class ErrorCode {
 
 /// Stable lower-case name (`not_supported`, `no_permission`, ...) used in JSON and logs.
 std::string_view to_string(ErrorCode code);
+/// The code a name from to_string() stands for; nullopt for any other text.
+std::optional<ErrorCode> parse_error_code(std::string_view name);
 
 /// An error that can pass if the call is made again (a timeout, an unknown driver error, an
 /// I/O error); a lost GPU, a missing capability or permission does not.

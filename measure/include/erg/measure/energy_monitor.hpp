@@ -93,6 +93,11 @@ class EnergyMonitor {
   /// Ends window `name` without a measurement or log row; `sync`: synchronize first, as
   /// end_window would (Zeus's end_window(cancel=True) does).
   Result<void> cancel_window(const std::string& name, bool sync = false);
+  /// The measurement of window `name` from its begin to now, leaving it open: no
+  /// synchronization, no settling (the end edge is extrapolated from the last update), no log
+  /// row. Successive peeks of one window each measure from its begin, so their errors do not add
+  /// up (an exporter's counters read it). NotFound for an unknown name.
+  Result<Measurement> peek_window(const std::string& name);
   /// Restarts window `name` from now (begins it if it does not exist).
   Result<void> restart_window(const std::string& name, bool sync = true);
   /// Cancels every open window; returns their names.

@@ -75,12 +75,16 @@ class FakeGpu final : public Gpu {
       if (have == d) return MilliWatts(power_source_ ? power_source_() : power_mw_.load(std::memory_order_relaxed));
     return fail(ErrorCode::kNotSupported, "domain not supported");
   }
-  Result<MilliWatts> power_limit() override { return MilliWatts(limit_mw_.load()); }
+  Result<MilliWatts> power_limit() override {
+    if (failing_.load(std::memory_order_relaxed)) return fail(ErrorCode::kGpuLost, "fake GPU lost");
+    return MilliWatts(limit_mw_.load());
+  }
   Result<PowerLimitConstraints> power_limit_constraints() override {
     return PowerLimitConstraints{MilliWatts(100000.0), MilliWatts(300000.0)};
   }
   Result<MilliWatts> default_power_limit() override { return MilliWatts(300000.0); }
   Result<void> set_power_limit(MilliWatts l) override {
+    if (failing_.load(std::memory_order_relaxed)) return fail(ErrorCode::kGpuLost, "fake GPU lost");
     if (l.value() < 100000.0 || l.value() > 300000.0) return fail(ErrorCode::kInvalidArgument, "out of range");
     limit_mw_.store(l.value());
     return ok();
