@@ -221,16 +221,28 @@ TEST_F(MachineTest, RealClockUpdaterRefreshesTheFilesInPlace) {
     EXPECT_GT(::pread(fd, buf, sizeof buf - 1, 0), 0);
     return std::strtoull(buf, nullptr, 10);
   };
+  // The file through the kept-open descriptor: never ahead of the simulator's own figure for the
+  // latest RAPL update (the writer can lag under load, never lead), and it catches up with it —
+  // the file is refreshed in place, so a descriptor opened once sees every new value.
+  const std::uint64_t range =
+      std::strtoull(read_text(machine_->powercap_root() / "intel-rapl:0" / "max_energy_range_uj").c_str(), nullptr, 10);
+  auto ahead = [&](std::uint64_t v, std::uint64_t of) { return (v + range - of) % range; };  // v − of, modulo
   std::this_thread::sleep_for(50ms);
   const auto a = pread_u64();
-  const double ta = machine_->true_cpu_energy(0)->value();
+  const auto model_a = *machine_->rapl_energy_uj(0);
+  EXPECT_LE(ahead(model_a, a), range / 2) << "the file never leads the model: " << a << " vs " << model_a;
   std::this_thread::sleep_for(100ms);
-  const auto b = pread_u64();
-  const double tb = machine_->true_cpu_energy(0)->value();
+  const auto target = *machine_->rapl_energy_uj(0);
+  std::uint64_t b = pread_u64();
+  for (int i = 0; i < 5000 && ahead(b, target) > range / 2; ++i) {
+    std::this_thread::sleep_for(1ms);
+    b = pread_u64();
+  }
   ::close(fd);
-  ASSERT_GT(b, a);
-  // Within a few RAPL updates (plus scheduling slack) of the truth at 100 W.
-  EXPECT_NEAR(static_cast<double>(b - a), (tb - ta) * 1e6, 100.0 * 1e6 * 0.01);
+  EXPECT_LE(ahead(b, target), range / 2) << "the kept-open file caught up with the model";
+  // The model itself moved by about 100 W × 0.1 s since the first read (its RAPL resolution and
+  // physics are tested above): the value the descriptor shows moved with it.
+  EXPECT_GT(static_cast<double>(ahead(b, a)), 0.5 * 100.0 * 0.1 * 1e6);
 }
 
 TEST_F(MachineTest, LeaseMovesToAnAttachedProcessWhenTheHolderDies) {
