@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # for type checkers; at run time these load on first use (see
 
     from .monitor import EnergyMonitor, Measurement, Window
     from .power import PowerMonitor, monotonic
+    from .temperature import TemperatureMonitor
 
 __version__ = "0.1.0"
 
@@ -66,6 +67,7 @@ _LAZY = {
     "Window": "monitor",
     "PowerMonitor": "power",
     "monotonic": "power",
+    "TemperatureMonitor": "temperature",
 }
 
 
@@ -82,7 +84,7 @@ def __getattr__(name: str) -> Any:  # lazy names and submodules: erg.sim, erg.di
 
 
 __all__ = [
-    "EnergyMonitor", "PowerMonitor", "Measurement", "Window", "discover", "gpus", "cpus", "monotonic",
+    "EnergyMonitor", "PowerMonitor", "TemperatureMonitor", "Measurement", "Window", "discover", "gpus", "cpus", "monotonic",
     "Gpu", "Cpu", "Inventory", "ErgError", "NotSupportedError", "NoPermissionError", "NotFoundError",
     "InvalidArgumentError", "DriverError", "GpuLostError", "IoError", "UnavailableError",
     "DeviceTimeoutError", "AlreadyExistsError", "InternalError",
