@@ -216,6 +216,9 @@ try:
 except ValueError as e:
     out["energy_error"] = str(e)
 pm.stop()
+pm = PowerMonitor(gpu_indices=[0], update_period=0.05, power_domains=["memory_average", "device_instant", "memory_average"])
+out["ordered"] = [d.value for d in pm.measurement_domains]
+pm.stop()
 out["records"] = RECORDS
 print(json.dumps(out))
 """
@@ -225,6 +228,7 @@ def test_domains_on_a_gpu_with_averages():
     r = run_child(H100, "1xH100")
     assert r["all"] == ["device_instant", "device_average", "memory_average"]
     assert r["mem"] == ["memory_average"]  # duplicates removed
+    assert r["ordered"] == ["memory_average", "device_instant"]  # in the order asked (Zeus: set order)
     assert r["energy_error"] == ("Neither PowerDomain.DEVICE_INSTANT nor PowerDomain.DEVICE_AVERAGE is being "
                                  "monitored. Cannot compute energy usage.")
     assert ["zeus.monitor.power", "WARNING", "PowerDomain.DEVICE_INSTANT is not being monitored. Pass a monitored "
@@ -244,14 +248,22 @@ except ZeusGPUHeterogeneousError as e:
 pm = PowerMonitor(update_period=0.05)
 time.sleep(0.2)
 out["power"] = sorted(pm.get_power())
+out["domains"] = [d.value for d in pm.measurement_domains]
+pm.stop()
+pm = PowerMonitor(gpu_indices=[1], update_period=0.05)
+out["h100_domains"] = [d.value for d in pm.measurement_domains]
 pm.stop()
 print(json.dumps(out))
 """
 
 
 def test_heterogeneous_gpus_are_monitored():
-    # get_gpus(ensure_homogeneous=True) raises as Zeus; PowerMonitor (Zeus: homogeneous only)
-    # samples each GPU in the domains it has (deliberate improvement).
-    r = run_child(HETEROGENEOUS, "1xA100,1xV100")
+    # get_gpus(ensure_homogeneous=True) raises, as Zeus, and on every call (Zeus checks only when
+    # it builds its singleton, here already built by the first call). PowerMonitor (Zeus:
+    # homogeneous GPUs only) samples each GPU in the domains it has, and probes the monitored
+    # GPUs, not GPU 0 (§12.3): both deliberate improvements.
+    r = run_child(HETEROGENEOUS, "1xA100,1xH100")
     assert r["gpus"] == 2 and r["error"].startswith("Heterogeneous GPUs found: ")
     assert r["power"] == [0, 1]
+    assert r["domains"] == ["device_instant", "device_average", "memory_average"]
+    assert r["h100_domains"] == ["device_instant", "device_average", "memory_average"]  # Zeus: GPU 0's

@@ -4,10 +4,15 @@ learning-rate scalers, the spawned-child warning, ReplayZeusMonitor, logging and
 
 import asyncio
 import importlib.util
+import json
 import logging
+import socket
+import subprocess
+import sys
 import warnings
 
 import pytest
+from conftest import child_env
 from zeus_helpers import EMPTY, params
 
 import erg
@@ -193,3 +198,39 @@ def test_callback_set():
     both.on_evaluate(0.5)
     both.on_train_begin()  # the base class's hooks do nothing
     assert calls == ["step", "step", 0.5, 0.5]
+
+
+RANK = r"""
+import json, torch.distributed as dist
+from erg.compat.zeus.utils import framework
+dist.init_process_group("gloo", init_method="env://")
+out = {"rank": framework.get_rank(), "world": framework.get_world_size(), "dist": framework.is_distributed(),
+       "sum": framework.all_reduce([dist.get_rank() + 1.0, 10.0], "sum"),
+       "max": framework.all_reduce([dist.get_rank() + 1.0], "max")}
+try:
+    framework.all_reduce([1.0], "min")
+except ValueError as e:
+    out["error"] = str(e)
+dist.destroy_process_group()
+print(json.dumps(out))
+"""
+
+
+def test_all_reduce_over_two_ranks_on_cpu(machine):
+    # torch.distributed with gloo and PyTorch without CUDA: all_reduce reduces CPU tensors (Zeus
+    # moves the tensor to CUDA first, which fails there).
+    pytest.importorskip("torch.distributed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, "-c", RANK], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=child_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=r, WORLD_SIZE=2))
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    results = sorted((json.loads(o[0].strip().splitlines()[-1]) for o in outs), key=lambda r: r["rank"])
+    assert [r["rank"] for r in results] == [0, 1]
+    for r in results:
+        assert r["world"] == 2 and r["dist"] is True
+        assert r["sum"] == [3.0, 20.0] and r["max"] == [2.0]
+        assert r["error"] == "all_reduce unsupported operation: min"
