@@ -13,6 +13,7 @@ LAYOUT = {
     "monitor.energy": ["ZeusMonitor", "Measurement", "MeasurementState"],
     "monitor.power": ["PowerMonitor", "PowerDomain", "PowerSample", "infer_counter_update_period"],
     "monitor.temperature": ["TemperatureMonitor", "TemperatureSample"],
+    "monitor.power_streaming": ["PowerStreamingClient", "PowerReadings", "CpuPowerReading"],
     "device": ["get_gpus", "get_cpus", "get_soc", "ZeusGPUInitError", "ZeusGPUNotSupportedError"],
     "device.gpu": ["get_gpus", "GPU", "GPUs", "EmptyGPUs", "ZeusGPUInitError", "ZeusGPUHeterogeneousError"],
     "device.gpu.common": ["GPU", "GPUs", "EmptyGPUs", "ZeusGPULostError"],
@@ -38,6 +39,8 @@ LAYOUT = {
     "utils.logging": ["get_logger", "FileAndConsole"],
     "utils.async_utils": ["create_task"],
     "utils.testing": ["ReplayZeusMonitor"],
+    "utils.zeusd": ["ZeusdConfig", "ZeusdClient", "ZeusdError", "ZeusdConnectionError", "ZeusdAuthError",
+                    "ZeusdCapabilityError", "require_capabilities"],
 }
 TYPING_HELPERS = set(typing.__all__) | {"annotations"}
 

@@ -1,4 +1,5 @@
-"""Time, energy, power and temperature monitors (``zeus.monitor``).
+"""Time, energy, power and temperature monitors (``zeus.monitor``); ``power_streaming`` streams
+power from zeusd or ergd daemons.
 
     from erg.compat.zeus.monitor import ZeusMonitor     # was: from zeus.monitor import ZeusMonitor
 """
