@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import types
-from typing import Dict, List, Literal, Union
+from typing import Dict, List, Literal, Tuple, Union
 
 from erg._errors import UnavailableError
 
@@ -26,12 +26,24 @@ logger = logging.getLogger("zeus.utils.framework")
 MODULE_CACHE: Dict[str, types.ModuleType] = {}
 
 
+_SIM_NO_CUDA: Dict[str, Tuple[object, bool]] = {}  # framework → (erg's inventory, answer)
+
+
 def _no_cuda_on_simulated_machine(framework: str) -> bool:
-    """True when erg's devices are simulated and ``framework`` imports but sees no CUDA GPU."""
+    """True when erg's devices are simulated and ``framework`` imports but sees no CUDA GPU
+    (worked out once per framework and device inventory: it is asked at every window edge)."""
     from erg import _env
 
-    if not _env.inventory().simulated:
-        return False
+    inventory = _env.inventory()
+    cached = _SIM_NO_CUDA.get(framework)
+    if cached is not None and cached[0] is inventory:
+        return cached[1]
+    answer = inventory.simulated and _imports_without_cuda(framework)
+    _SIM_NO_CUDA[framework] = (inventory, answer)
+    return answer
+
+
+def _imports_without_cuda(framework: str) -> bool:
     try:
         if framework == "torch":
             import torch
