@@ -13,7 +13,7 @@ import pytest
 from zeus_helpers import CAPTURE_LOGS, EMPTY, params, run_child
 
 import erg
-from erg.compat.zeus.device.cpu.common import CPUs
+from erg.compat.zeus.device.cpu.common import CPUs, EmptyCPUs, ZeusCPUNoPermissionError
 from erg.compat.zeus.device.gpu.common import GPUs
 from erg.compat.zeus.device.soc.common import EmptySoC
 from erg.compat.zeus.monitor import energy as energy_module
@@ -108,6 +108,21 @@ def test_bad_indices_are_index_errors_at_construction(machine):
     assert isinstance(e.value, erg.InvalidArgumentError) and "CPU index 2" in str(e.value)
     with pytest.raises(IndexError):
         ZeusMonitor(gpu_indices=[-1])
+
+
+def test_rapl_without_permission(machine, monkeypatch):
+    # §1.1: ZeusCPUNoPermissionError from get_cpus → RuntimeError only if CPU indices were asked
+    # for; otherwise no CPU is measured, silently.
+    def refused():
+        raise ZeusCPUNoPermissionError("permission denied: /sys/class/powercap/intel-rapl:0/energy_uj")
+
+    monkeypatch.setattr(energy_module, "get_cpus", refused)
+    with pytest.raises(RuntimeError, match="^Root privilege is required to read RAPL metrics") as e:
+        ZeusMonitor(gpu_indices=[0], cpu_indices=[0])
+    assert isinstance(e.value, erg.NoPermissionError) and isinstance(e.value.__cause__, ZeusCPUNoPermissionError)
+    for cpu_indices in (None, []):
+        mon = ZeusMonitor(gpu_indices=[0], cpu_indices=cpu_indices)
+        assert isinstance(mon.cpus, EmptyCPUs) and mon.cpu_indices == []
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax") is not None, reason="needs JAX not installed")
