@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +33,7 @@ class CMakeBuild(build_ext):
 
 
 setup(
-    packages=["erg", "erg.compat"],
+    packages=find_packages("python", include=["erg", "erg.*"]),  # erg.compat.zeus.monitor, ...
     package_dir={"": "python"},
     package_data={"erg": ["py.typed", "*.pyi", "compat/*.pyi"]},
     ext_modules=[Extension("erg._core", sources=[])],

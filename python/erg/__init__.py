@@ -6,15 +6,15 @@
         train_one_epoch()
     print(w.time, "s", w.total_energy, "J")
 
-``import erg`` is light: it loads the native core only; NumPy, torch, jax and cupy are imported
-when a feature needs them. ``ERG_SIMULATE=2xA100`` runs everything on a simulated machine.
+``import erg`` is light: it defines the error classes only; the native core (``erg._core``), the
+monitors, NumPy, torch, jax and cupy are loaded when a feature first needs them.
+``ERG_SIMULATE=2xA100`` runs everything on a simulated machine.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` (importing __future__ costs ~0.2 ms): the few
+# annotations below are strings.
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (saves ~10 ms)
 
-from . import _core
 from ._errors import (
     AlreadyExistsError,
     DeviceTimeoutError,
@@ -33,17 +33,16 @@ from ._errors import (
 if TYPE_CHECKING:  # for type checkers; at run time these load on first use (see __getattr__)
     from typing import Any, List
 
+    from . import _core
+    from ._core import Cpu, Gpu, Inventory
     from .monitor import EnergyMonitor, Measurement, Window
     from .power import PowerMonitor, monotonic
+    from .temperature import TemperatureMonitor
 
 __version__ = "0.1.0"
 
-Gpu = _core.Gpu
-Cpu = _core.Cpu
-Inventory = _core.Inventory
 
-
-def discover(refresh: bool = False) -> Any:
+def discover(refresh: bool = False) -> "Any":
     """This process's devices: ``.gpus``, ``.cpus``, ``.unavailable`` (why something is missing),
     ``.simulated``. Discovered once per process unless ``refresh``."""
     from . import _env
@@ -51,27 +50,34 @@ def discover(refresh: bool = False) -> Any:
     return _env.inventory(refresh)
 
 
-def gpus() -> List[Any]:
+def gpus() -> "List[Any]":
     return list(discover().gpus)
 
 
-def cpus() -> List[Any]:
+def cpus() -> "List[Any]":
     return list(discover().cpus)
 
 
-# Loaded on first use so that `import erg` stays cheap (no `typing`, monitors or submodules).
+# Loaded on first use so that `import erg` stays cheap: no `typing`, no monitors, and not the
+# native core (loading erg._core's shared library and registering its types is most of the cost).
 _LAZY = {
+    "Gpu": "_core",
+    "Cpu": "_core",
+    "Inventory": "_core",
     "EnergyMonitor": "monitor",
     "Measurement": "monitor",
     "Window": "monitor",
     "PowerMonitor": "power",
     "monotonic": "power",
+    "TemperatureMonitor": "temperature",
 }
 
 
-def __getattr__(name: str) -> Any:  # lazy names and submodules: erg.sim, erg.distributed, erg.compat
+def __getattr__(name: str) -> "Any":  # lazy names and submodules: erg.sim, erg.distributed, erg.compat
     import importlib
 
+    if name == "_core":
+        return importlib.import_module("._core", __name__)
     if name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
@@ -82,7 +88,7 @@ def __getattr__(name: str) -> Any:  # lazy names and submodules: erg.sim, erg.di
 
 
 __all__ = [
-    "EnergyMonitor", "PowerMonitor", "Measurement", "Window", "discover", "gpus", "cpus", "monotonic",
+    "EnergyMonitor", "PowerMonitor", "TemperatureMonitor", "Measurement", "Window", "discover", "gpus", "cpus", "monotonic",
     "Gpu", "Cpu", "Inventory", "ErgError", "NotSupportedError", "NoPermissionError", "NotFoundError",
     "InvalidArgumentError", "DriverError", "GpuLostError", "IoError", "UnavailableError",
     "DeviceTimeoutError", "AlreadyExistsError", "InternalError",

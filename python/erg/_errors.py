@@ -4,8 +4,6 @@ Each class also derives from the closest built-in exception, so ``except ValueEr
 raises for window misuse) and ``except PermissionError`` keep working.
 """
 
-from __future__ import annotations
-
 __all__ = [
     "ErgError",
     "NotSupportedError",

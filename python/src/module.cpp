@@ -10,6 +10,7 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
+#include "erg/measure/temperature_monitor.hpp"
 #include "erg/sim/faults.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
@@ -295,6 +297,82 @@ PYBIND11_MODULE(_core, m) {
             return erg::Watts(unwrap(g.power(gpu_domain(domain)))).value();
           },
           py::arg("domain") = "device_instant", py::call_guard<py::gil_scoped_release>(), "Power now, watts.")
+      // The device calls below (erg.compat.zeus.device) keep the units of their names; errors
+      // raise erg's exceptions through the one translator.
+      .def_property_readonly("pci_address", &erg::Gpu::pci_address)
+      .def_property_readonly("temperature_supported", [](const erg::Gpu& g) { return g.capabilities().temperature; })
+      .def_property_readonly("setters_need_privilege",
+                             [](const erg::Gpu& g) { return g.capabilities().setters_need_privilege; })
+      .def(
+          "power_mw",
+          [](erg::Gpu& g, const std::string& domain) { return unwrap(g.power(gpu_domain(domain))).value(); },
+          py::arg("domain") = "device_instant", py::call_guard<py::gil_scoped_release>(), "Power now, milliwatts.")
+      .def(
+          "total_energy_mj", [](erg::Gpu& g) { return unwrap(g.total_energy()).value(); },
+          py::call_guard<py::gil_scoped_release>(), "Cumulative energy counter, millijoules.")
+      .def(
+          "power_limit_mw", [](erg::Gpu& g) { return unwrap(g.power_limit()).value(); },
+          py::call_guard<py::gil_scoped_release>(), "The power limit now, milliwatts.")
+      .def(
+          "power_limit_constraints_mw",
+          [](erg::Gpu& g) {
+            const auto c = unwrap(g.power_limit_constraints());
+            return std::make_pair(c.min.value(), c.max.value());
+          },
+          py::call_guard<py::gil_scoped_release>(), "(min, max) settable power limit, milliwatts.")
+      .def(
+          "default_power_limit_mw", [](erg::Gpu& g) { return unwrap(g.default_power_limit()).value(); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "set_power_limit_mw", [](erg::Gpu& g, double mw) { unwrap(g.set_power_limit(erg::MilliWatts(mw))); },
+          py::arg("limit_mw"), py::call_guard<py::gil_scoped_release>(),
+          "Needs privilege (or ergd); out of range: InvalidArgumentError.")
+      .def(
+          "reset_power_limit", [](erg::Gpu& g) { unwrap(g.reset_power_limit()); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "persistence_mode", [](erg::Gpu& g) { return unwrap(g.persistence_mode()); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "set_persistence_mode", [](erg::Gpu& g, bool on) { unwrap(g.set_persistence_mode(on)); }, py::arg("enabled"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "supported_memory_clocks_mhz",
+          [](erg::Gpu& g) {
+            std::vector<double> out;
+            for (auto c : unwrap(g.supported_memory_clocks())) out.push_back(c.value());
+            return out;
+          },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "supported_graphics_clocks_mhz",
+          [](erg::Gpu& g, double memory_mhz) {
+            std::vector<double> out;
+            for (auto c : unwrap(g.supported_graphics_clocks(erg::Megahertz(memory_mhz)))) out.push_back(c.value());
+            return out;
+          },
+          py::arg("memory_clock_mhz"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "set_gpu_locked_clocks_mhz",
+          [](erg::Gpu& g, double lo, double hi) {
+            unwrap(g.set_gpu_locked_clocks(erg::Megahertz(lo), erg::Megahertz(hi)));
+          },
+          py::arg("min_mhz"), py::arg("max_mhz"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "reset_gpu_locked_clocks", [](erg::Gpu& g) { unwrap(g.reset_gpu_locked_clocks()); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "set_memory_locked_clocks_mhz",
+          [](erg::Gpu& g, double lo, double hi) {
+            unwrap(g.set_memory_locked_clocks(erg::Megahertz(lo), erg::Megahertz(hi)));
+          },
+          py::arg("min_mhz"), py::arg("max_mhz"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "reset_memory_locked_clocks", [](erg::Gpu& g) { unwrap(g.reset_memory_locked_clocks()); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "temperature_c", [](erg::Gpu& g) { return unwrap(g.temperature()); },
+          py::call_guard<py::gil_scoped_release>(), "GPU core temperature, °C.")
       .def("__repr__",
            [](const erg::Gpu& g) { return "<erg.Gpu " + std::to_string(g.index()) + " " + g.name() + ">"; });
 
@@ -302,6 +380,12 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("index", &erg::Cpu::index)
       .def_property_readonly("name", &erg::Cpu::name)
       .def_property_readonly("dram", [](const erg::Cpu& c) { return c.capabilities().dram; })
+      .def(
+          "package_energy_uj", [](erg::Cpu& c) { return unwrap(c.package_energy()).value(); },
+          py::call_guard<py::gil_scoped_release>(), "Package energy since this process first read it, µJ.")
+      .def(
+          "dram_energy_uj", [](erg::Cpu& c) { return unwrap(c.dram_energy()).value(); },
+          py::call_guard<py::gil_scoped_release>(), "DRAM energy since this process first read it, µJ.")
       .def("__repr__",
            [](const erg::Cpu& c) { return "<erg.Cpu " + std::to_string(c.index()) + " " + c.name() + ">"; });
 
@@ -581,6 +665,78 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("cpu"), py::arg("domain"), py::arg("start"), py::arg("end"))
       .def_property_readonly("stored_samples", &PowerMonitor::stored_samples);
+
+  using erg::measure::TemperatureMonitor;
+  py::class_<TemperatureMonitor>(m, "TemperatureMonitor")
+      .def(py::init([](const PyInventory& inv, std::optional<std::vector<unsigned>> gpu_indices, double period,
+                       std::size_t max_samples) {
+             erg::measure::TemperatureMonitorOptions o;
+             o.gpu_indices = std::move(gpu_indices);
+             o.period = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(period));
+             o.max_samples = max_samples;
+             py::gil_scoped_release release;
+             return unwrap(TemperatureMonitor::create(inv.inv.gpus, std::move(o)));
+           }),
+           py::arg("inventory"), py::arg("gpu_indices") = py::none(), py::arg("period") = 1.0,
+           py::arg("max_samples") = std::size_t{0})
+      .def("stop", &TemperatureMonitor::stop, py::call_guard<py::gil_scoped_release>())
+      .def("sample_once", &TemperatureMonitor::sample_once, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly(
+          "period", [](const TemperatureMonitor& t) { return std::chrono::duration<double>(t.period()).count(); })
+      .def_property_readonly("gpu_indices", &TemperatureMonitor::gpu_indices)
+      .def_property_readonly("rounds", &TemperatureMonitor::rounds)
+      .def_property_readonly("stored_samples", &TemperatureMonitor::stored_samples)
+      .def("sampled", &TemperatureMonitor::sampled, py::arg("gpu"))
+      .def_property_readonly("errors",
+                             [](const TemperatureMonitor& t) {
+                               py::dict d;
+                               for (const auto& e : t.errors()) {
+                                 py::dict f;
+                                 f["code"] = std::string(erg::to_string(e.error.code));
+                                 f["message"] = e.error.message;
+                                 d[py::str(e.device)] = f;
+                               }
+                               return d;
+                             })
+      .def(
+          "temperature",
+          [](const TemperatureMonitor& t, unsigned gpu, std::optional<double> time) {
+            std::optional<std::chrono::nanoseconds> at;
+            if (time) at = nanos(*time);
+            return unwrap(t.temperature(gpu, at));
+          },
+          py::arg("gpu"), py::arg("time") = py::none())
+      .def(
+          "timeline",
+          [](const TemperatureMonitor& t, unsigned gpu, double start, double end) {
+            std::vector<erg::measure::TemperaturePoint> points;
+            {
+              py::gil_scoped_release release;
+              points = unwrap(t.timeline(gpu, nanos(start), nanos(end)));
+            }
+            const auto n = static_cast<py::ssize_t>(points.size());
+            py::array_t<double> times(n);
+            py::array_t<std::int32_t> celsius(n);
+            auto tv = times.mutable_unchecked<1>();
+            auto cv = celsius.mutable_unchecked<1>();
+            for (py::ssize_t k = 0; k < n; ++k) {
+              tv(k) = seconds(points[static_cast<std::size_t>(k)].time);
+              cv(k) = points[static_cast<std::size_t>(k)].celsius;
+            }
+            return py::make_tuple(std::move(times), std::move(celsius));
+          },
+          py::arg("gpu"), py::arg("start"), py::arg("end"));
+
+  m.def(
+      "infer_update_period",
+      [](erg::Gpu& gpu, double budget) -> std::optional<double> {
+        auto p = erg::measure::infer_update_period(
+            gpu, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(budget)));
+        if (!p) return std::nullopt;
+        return std::chrono::duration<double>(*p).count();
+      },
+      py::arg("gpu"), py::arg("budget") = 0.6, py::call_guard<py::gil_scoped_release>(),
+      "How often the GPU's power reading changes, seconds (None if it never changed within the budget).");
 
   m.def(
       "monotonic", []() { return seconds(std::chrono::steady_clock::now().time_since_epoch()); },

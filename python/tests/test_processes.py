@@ -23,9 +23,12 @@ from erg.compat.zeus import ZeusMonitor, PowerMonitor
 z = ZeusMonitor(sync_execution_with="jax")   # framework only imported at a synced window
 z.begin_window("w", sync_execution=False); z.end_window("w", sync_execution=False)
 zp = PowerMonitor(update_period=0.05)
+from erg.compat.zeus.monitor.temperature import TemperatureMonitor
+zt = TemperatureMonitor(update_period=0.05)
+tm = erg.TemperatureMonitor(period=0.05)
 time.sleep(0.1)
 after = children()
-pm.stop(); zp.stop()
+pm.stop(); zp.stop(); zt.stop(); tm.stop()
 print(json.dumps({"before": before, "after": after, "threads": len(os.listdir("/proc/self/task"))}))
 """
 
