@@ -22,6 +22,7 @@ struct Served {
     daemon::Config c;
     c.socket_path = path;
     c.skip_privilege_check = true;
+    c.allow_insecure_socket_dir = true;  // a socket in /tmp itself (sticky, shared)
     auto d = daemon::Daemon::create(c, std::move(inv));
     fake.daemon = std::move(*d);
     EXPECT_TRUE(fake.daemon->start());

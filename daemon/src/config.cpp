@@ -1,7 +1,13 @@
 #include "erg/daemon/config.hpp"
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -35,6 +41,50 @@ Result<void> add_allow_list(Config& config, const std::string& spec, bool gids) 
     list.remove_prefix(comma + 1);
   }
   return ok();
+}
+
+ConnectionLimits connection_limits(const Config& config) {
+  ConnectionLimits l;
+  l.total = std::max<std::size_t>(config.max_connections, 1);
+  l.per_uid = std::clamp<std::size_t>(config.max_connections_per_uid.value_or(l.total / 4), 1, l.total);
+  l.reserved = std::min(config.reserved_connections.value_or(l.total / 8), l.total - 1);
+  return l;
+}
+
+FileLimitPlan plan_file_limit(std::size_t max_connections, std::uint64_t soft, std::uint64_t hard,
+                              std::size_t fds_in_use) {
+  FileLimitPlan plan{soft, max_connections, std::nullopt};
+  const std::uint64_t overhead = fds_in_use + kFileHeadroom;
+  const std::uint64_t need = max_connections + overhead;
+  if (need <= soft) return plan;
+  if (need <= hard) {  // RLIM_INFINITY is the largest value: always fits
+    plan.soft = need;
+    return plan;
+  }
+  plan.soft = hard;
+  plan.max_connections = hard > overhead + 1 ? static_cast<std::size_t>(hard - overhead) : 1;
+  plan.note = "file limit " + std::to_string(hard) + " allows " + std::to_string(plan.max_connections) +
+              " connections; --max-connections lowered from " + std::to_string(max_connections) +
+              " (raise the hard limit: LimitNOFILE= in the systemd unit, or ulimit -Hn)";
+  return plan;
+}
+
+Result<std::optional<std::string>> fit_file_limit(Config& config) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    return fail(ErrorCode::kIo, std::string("getrlimit(RLIMIT_NOFILE): ") + std::strerror(errno));
+  std::size_t open_fds = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++open_fds;
+  auto plan = plan_file_limit(config.max_connections, rl.rlim_cur, rl.rlim_max, open_fds);
+  if (plan.soft != rl.rlim_cur) {
+    rl.rlim_cur = plan.soft;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      return fail(ErrorCode::kIo,
+                  "setrlimit(RLIMIT_NOFILE, " + std::to_string(plan.soft) + "): " + std::strerror(errno));
+  }
+  config.max_connections = plan.max_connections;
+  return plan.note;
 }
 
 Result<TokenIssueRequest> parse_token_command_line(int argc, char** argv) {
@@ -95,14 +145,28 @@ Result<Config> parse_command_line(int argc, char** argv) {
       ->default_val(20.0);
   app.add_option("--cpu-power-poll-hz", config.cpu_power_poll_hz, "CPU power polling rate for streams")
       ->default_val(10.0);
-  app.add_option("--max-connections", config.max_connections, "Concurrent connections before 503")->default_val(1024);
-  double idle_s = 60, request_s = 10;
+  app.add_option("--max-connections", config.max_connections, "Concurrent connections before 503")
+      ->default_val(1024)
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24));
+  app.add_option("--max-connections-per-uid", config.max_connections_per_uid,
+                 "Connections one uid may hold (all TCP peers count as one); default: a quarter of --max-connections")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 24));
+  app.add_option("--reserved-connections", config.reserved_connections,
+                 "Connections kept for root and --allow-uid/--allow-gid peers; default: an eighth of "
+                 "--max-connections");
+  app.add_flag("--allow-insecure-socket-dir", config.allow_insecure_socket_dir,
+               "Accept a sticky socket directory other users may write to (like /tmp), with a warning");
+  double idle_s = 60, request_s = 10, write_s = 5;
   app.add_option("--idle-timeout", idle_s, "Seconds before an idle keep-alive connection is closed")
       ->default_val(60.0)
       ->check(CLI::Range(0.1, 86400.0));
   app.add_option("--request-timeout", request_s, "Seconds a request may take to arrive whole (then 408)")
       ->default_val(10.0)
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--write-timeout", write_s,
+                 "Seconds a reply may wait for the client to read before the connection is closed")
+      ->default_val(5.0)
+      ->check(CLI::Range(0.01, 3600.0));
   app.footer("Also: ergd serve [flags] (the same, as zeusd spells it); ergd token issue --help (bearer tokens).");
   app.set_version_flag("--version", "ergd 0.1.0");
   try {
@@ -118,6 +182,7 @@ Result<Config> parse_command_line(int argc, char** argv) {
   }
   config.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(idle_s * 1000));
   config.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(request_s * 1000));
+  config.write_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(write_s * 1000));
   unsigned m = 0;
   auto r = std::from_chars(mode.data(), mode.data() + mode.size(), m, 8);
   if (mode.empty() || r.ec != std::errc() || r.ptr != mode.data() + mode.size() || m > 0777)

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <optional>
 
 #include "erg/protocol/bodies.hpp"
 #include "erg/protocol/http.hpp"
@@ -22,9 +23,9 @@ using Clock = std::chrono::steady_clock;
 
 /// Sends the error, stops writing, and discards input for a moment so the peer reads the
 /// response instead of a reset (closing with unread input sends RST).
-void error_and_linger(int fd, int status, const std::string& message) {
+void error_and_linger(int fd, int status, const std::string& message, std::chrono::milliseconds write_timeout) {
   protocol::HttpResponse r{status, "application/json", protocol::error_body(message), {}};
-  write_all(fd, protocol::serialize_response(r, false));
+  write_all(fd, protocol::serialize_response(r, false), write_timeout);
   ::shutdown(fd, SHUT_WR);
   char sink[16384];
   auto deadline = Clock::now() + std::chrono::milliseconds(500);
@@ -46,34 +47,32 @@ bool peer_left(int fd) {
 
 }  // namespace
 
-bool write_all(int fd, std::string_view data) {
+bool write_all(int fd, std::string_view data, std::chrono::milliseconds timeout) {
+  // MSG_DONTWAIT: a client that never reads must not hold the thread in send(2); the deadline
+  // starts when the socket is first found full, so the fast path reads no clock.
+  std::optional<Clock::time_point> deadline;
   while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd p{fd, POLLOUT, 0};
-        if (::poll(&p, 1, 10000) <= 0) return false;
-        continue;
-      }
-      return false;
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+      continue;
     }
-    data.remove_prefix(static_cast<std::size_t>(n));
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    auto now = Clock::now();
+    if (!deadline) deadline = now + timeout;
+    if (now >= *deadline) return false;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now);
+    pollfd p{fd, POLLOUT, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno != EINTR) return false;
+    // rc == 0: the time ran out, checked at the top; POLLHUP/POLLERR: send reports it.
   }
   return true;
 }
 
-void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
-  Peer peer;
-  peer.unix_socket = unix_socket;
-  if (unix_socket) {
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      peer.uid = cred.uid;
-      peer.gid = cred.gid;
-    }
-  }
+void Server::serve(int fd, const Peer& peer, Deadline& deadline) {
+  const auto write_timeout = config_.write_timeout;
   pthread_setname_np(pthread_self(), "ergd-conn");  // for top -H, perf and debuggers
   std::string buf;
   buf.reserve(4096);
@@ -90,7 +89,7 @@ void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
   while (!stopping_.load()) {
     auto outcome = protocol::parse_request(buf, request, limits);
     if (outcome.status == protocol::ParseStatus::kError) {
-      error_and_linger(fd, outcome.error_status, outcome.error_message);
+      error_and_linger(fd, outcome.error_status, outcome.error_message, write_timeout);
       return;
     }
     if (outcome.status == protocol::ParseStatus::kIncomplete) {
@@ -106,7 +105,7 @@ void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
       deadline.store(0, std::memory_order_relaxed);
       if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
       if (n == 0 && partial && Clock::now() >= request_since + config_.request_timeout && !stopping_.load()) {
-        error_and_linger(fd, 408, "request timeout");
+        error_and_linger(fd, 408, "request timeout", write_timeout);
         return;
       }
       if (n <= 0) return;
@@ -117,14 +116,15 @@ void Server::serve(int fd, bool unix_socket, Deadline& deadline) {
     partial = false;
     Reply reply = handler_.dispatch(request, peer);
     if (reply.stream) {
-      if (!write_all(fd, protocol::serialize_stream_head(200, "text/event-stream"))) return;
+      if (!write_all(fd, protocol::serialize_stream_head(200, "text/event-stream"), write_timeout)) return;
       handler_.run_stream(
-          *reply.stream, [fd](std::string_view event) { return write_all(fd, event); }, [fd] { return peer_left(fd); });
+          *reply.stream, [fd, write_timeout](std::string_view event) { return write_all(fd, event, write_timeout); },
+          [fd] { return peer_left(fd); });
       return;
     }
     bool keep = request.keep_alive && !stopping_.load();
     protocol::serialize_response_to(out, reply.response, keep);
-    if (!write_all(fd, out) || !keep) return;
+    if (!write_all(fd, out, write_timeout) || !keep) return;
   }
 }
 

@@ -89,8 +89,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
   for (const auto& s : impl->devices.gpus) gpus.push_back(s.gpu);
   for (const auto& s : impl->devices.cpus) cpus.push_back(s.cpu);
   impl->exposition = std::make_unique<PrometheusExposition>(std::move(gpus), std::move(cpus));
-  impl->streams =
-      std::make_unique<PowerStreams>(impl->devices, impl->config.gpu_power_poll_hz, impl->config.cpu_power_poll_hz);
+  impl->streams = std::make_unique<PowerStreams>(impl->devices, impl->config.gpu_power_poll_hz,
+                                                 impl->config.cpu_power_poll_hz, impl->config.stream_peer_check);
   impl->router =
       std::make_unique<Router>(impl->config, std::move(signing_key), impl->devices, *impl->streams, *impl->exposition);
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
@@ -111,6 +111,9 @@ void Daemon::stop() {
 
 const Config& Daemon::config() const { return impl_->config; }
 std::uint16_t Daemon::tcp_port() const { return impl_->server ? impl_->server->tcp_port() : 0; }
+std::vector<std::string> Daemon::warnings() const {
+  return impl_->server ? impl_->server->warnings() : std::vector<std::string>{};
+}
 
 unsigned Daemon::subscribers(bool gpu, unsigned id) const { return impl_->streams->subscribers(gpu, id); }
 

@@ -77,6 +77,12 @@ int run_main(int argc, char** argv) {
               << "); clients share it with ERG_SIMULATE='" << devices->spec << "' ERG_SIM_STATE=" << devices->state_file
               << "\n";
   }
+  // After the devices are open, so the descriptors they hold are counted.
+  auto fitted = fit_file_limit(*config);
+  if (!fitted)
+    std::cerr << "ergd: warning: " << fitted.error().message << "\n";
+  else if (*fitted)
+    std::cerr << "ergd: " << **fitted << "\n";
   auto daemon = Daemon::create(*config, std::move(devices->inventory));
   if (!daemon) {
     std::cerr << "ergd: error: " << daemon.error().message << "\n";
@@ -86,6 +92,7 @@ int run_main(int argc, char** argv) {
     std::cerr << "ergd: error: " << r.error().message << "\n";
     return 1;
   }
+  for (const auto& w : (*daemon)->warnings()) std::cerr << "ergd: WARNING: " << w << "\n";
   std::cerr << "ergd: serving";
   if (!config->socket_path.empty()) std::cerr << " on " << config->socket_path;
   if (config->tcp) std::cerr << " and tcp port " << (*daemon)->tcp_port();

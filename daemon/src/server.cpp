@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "connection.hpp"
 #include "erg/protocol/bodies.hpp"
@@ -24,17 +25,53 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+/// Answers 503 on a connection that is not admitted and closes it, without waiting (the accept
+/// loop must stay prompt): the reply fits in the new socket's empty buffer, and input that has
+/// already arrived is read first so that closing a TCP connection does not reset it before the
+/// peer reads the reply.
+void refuse(int fd, std::string_view why) {
+  protocol::HttpResponse r{503, "application/json", protocol::error_body(why), {}};
+  std::string wire = protocol::serialize_response(r, false);
+  [[maybe_unused]] auto n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+  ::close(fd);
+}
+
 }  // namespace
+
+void Server::serve_connection(int fd, const Peer& peer) {
+  Deadline deadline{0};
+  serve(fd, peer, deadline);
+}
+
+bool Server::may_use_reserve(const Peer& peer) const {
+  if (!peer.uid) return false;
+  if (*peer.uid == 0) return true;
+  for (const auto& [group, uids] : config_.allow_uid)
+    if (uids.count(*peer.uid) != 0) return true;
+  if (peer.gid)
+    for (const auto& [group, gids] : config_.allow_gid)
+      if (gids.count(*peer.gid) != 0) return true;
+  return false;
+}
 
 Result<void> Server::start() {
   if (started_) return ok();
   if (config_.socket_path.empty() && !config_.tcp)
     return fail(ErrorCode::kInvalidArgument, "nothing to listen on: give --socket-path or --tcp");
   if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) return fail(ErrorCode::kIo, "pipe: " + errno_text(errno));
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (spare_fd_ < 0) return fail(ErrorCode::kIo, "open /dev/null: " + errno_text(errno));
+  warnings_.clear();
   if (!config_.socket_path.empty()) {
-    auto fd = listen_unix(config_);
+    std::optional<std::string> warning;
+    auto fd = listen_unix(config_, warning);
     if (!fd) return fail(fd.error());
     unix_fd_ = *fd;
+    if (warning) warnings_.push_back(std::move(*warning));
   }
   if (config_.tcp) {
     auto fd = listen_tcp(*config_.tcp, tcp_port_);
@@ -59,6 +96,7 @@ void Server::stop() {
   if (!started_) {
     for (int& fd : wake_pipe_)
       if (fd >= 0) ::close(std::exchange(fd, -1));
+    if (spare_fd_ >= 0) ::close(std::exchange(spare_fd_, -1));
     return;
   }
   started_ = false;
@@ -69,7 +107,7 @@ void Server::stop() {
   acceptors_.clear();
   {
     std::unique_lock lock(mutex_);
-    for (const auto& [fd, deadline] : connections_) ::shutdown(fd, SHUT_RDWR);
+    for (const auto& [fd, connection] : connections_) ::shutdown(fd, SHUT_RDWR);
     watchdog_cv_.notify_all();
     idle_.wait(lock, [this] { return threads_ == 0; });
   }
@@ -82,6 +120,7 @@ void Server::stop() {
   if (tcp_fd_ >= 0) ::close(std::exchange(tcp_fd_, -1));
   for (int& fd : wake_pipe_)
     if (fd >= 0) ::close(std::exchange(fd, -1));
+  if (spare_fd_ >= 0) ::close(std::exchange(spare_fd_, -1));
 }
 
 void Server::accept_loop(int listen_fd, bool unix_socket) {
@@ -91,49 +130,108 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
     if (rc < 0 && errno != EINTR) return;
     if (p[1].revents != 0 || stopping_.load()) return;
     if ((p[0].revents & POLLIN) == 0) continue;
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);  // the listener is non-blocking
+    if (fd >= 0)
+      admit(fd, unix_socket);
+    else if (errno == EMFILE || errno == ENFILE)
+      refuse_without_files(listen_fd);
+  }
+}
+
+void Server::refuse_without_files(int listen_fd) {
+  // The client would wait in the backlog until a descriptor is freed, maybe for ever: give up
+  // the spare for a moment to accept it and answer 503.
+  std::lock_guard lock(spare_mutex_);
+  if (spare_fd_ >= 0) {
+    ::close(std::exchange(spare_fd_, -1));
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
+    if (fd >= 0) refuse(fd, "too many connections: ergd is out of file descriptors");
+  }
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Another thread took the descriptor: wait for one to be freed rather than spin.
+  if (spare_fd_ < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+void Server::admit(int fd, bool unix_socket) {
+  Peer peer;
+  peer.unix_socket = unix_socket;
+  if (unix_socket) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      peer.uid = cred.uid;
+      peer.gid = cred.gid;
     }
-    if (!unix_socket) {
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    std::unique_lock lock(mutex_);
-    if (connections_.size() >= config_.max_connections) {
-      lock.unlock();
-      protocol::HttpResponse r{503, "application/json", protocol::error_body("too many connections"), {}};
-      write_all(fd, protocol::serialize_response(r, false));
-      ::close(fd);
-      continue;
-    }
-    std::shared_ptr<Deadline> deadline;
-    try {
-      deadline = std::make_shared<Deadline>(0);
-    } catch (const std::bad_alloc&) {
-      lock.unlock();
-      ::close(fd);
-      continue;
-    }
-    connections_.emplace(fd, deadline);
-    ++threads_;
-    lock.unlock();
-    try {
-      std::thread([this, fd, unix_socket, deadline] {
-        serve(fd, unix_socket, *deadline);
-        std::lock_guard g(mutex_);
-        connections_.erase(fd);
-        ::close(fd);
-        if (--threads_ == 0) idle_.notify_all();
-      }).detach();
-    } catch (const std::system_error&) {
-      std::lock_guard g(mutex_);
-      connections_.erase(fd);
-      ::close(fd);
-      if (--threads_ == 0) idle_.notify_all();
+  } else {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  const Bucket bucket = peer.uid ? Bucket{*peer.uid} : kNoUid;
+  const bool reserve = may_use_reserve(peer);
+  enum class Refusal { kNone, kPerUid, kTotal, kReserved, kNoMemory } why = Refusal::kNone;
+  std::shared_ptr<Deadline> deadline;
+  {
+    std::lock_guard lock(mutex_);
+    auto held = per_bucket_.find(bucket);
+    const std::size_t open = connections_.size();
+    if (held != per_bucket_.end() && held->second >= limits_.per_uid)
+      why = Refusal::kPerUid;
+    else if (open >= limits_.total)
+      why = Refusal::kTotal;
+    else if (!reserve && open >= limits_.total - limits_.reserved)
+      why = Refusal::kReserved;
+    else {
+      try {
+        deadline = std::make_shared<Deadline>(0);
+        connections_.emplace(fd, Connection{deadline, bucket});
+        try {
+          ++per_bucket_[bucket];
+        } catch (const std::bad_alloc&) {
+          connections_.erase(fd);
+          throw;
+        }
+        ++threads_;
+      } catch (const std::bad_alloc&) {
+        why = Refusal::kNoMemory;
+      }
     }
   }
+  switch (why) {
+    case Refusal::kNone: break;
+    case Refusal::kPerUid:
+      return refuse(fd, (peer.uid ? "too many connections from uid " + std::to_string(*peer.uid)
+                                  : std::string("too many connections from TCP peers (counted together)")) +
+                            ": at most " + std::to_string(limits_.per_uid) + " per user (--max-connections-per-uid)");
+    case Refusal::kTotal:
+      return refuse(fd, "too many connections: ergd's limit of " + std::to_string(limits_.total) +
+                            " is reached (--max-connections)");
+    case Refusal::kReserved:
+      return refuse(fd, "too many connections: the last " + std::to_string(limits_.reserved) + " of " +
+                            std::to_string(limits_.total) +
+                            " are reserved for root and allowed users (--reserved-connections)");
+    case Refusal::kNoMemory: return refuse(fd, "too many connections: out of memory");
+  }
+  try {
+    std::thread([this, fd, peer, deadline] {
+      serve(fd, peer, *deadline);
+      release(fd);
+      ::close(fd);
+    }).detach();
+  } catch (const std::system_error&) {
+    release(fd);
+    refuse(fd, "too many connections: cannot start a thread");
+  }
+}
+
+void Server::release(int fd) {
+  std::lock_guard lock(mutex_);
+  auto c = connections_.find(fd);
+  if (c != connections_.end()) {
+    auto held = per_bucket_.find(c->second.bucket);
+    if (held != per_bucket_.end() && --held->second == 0) per_bucket_.erase(held);
+    connections_.erase(c);
+  }
+  if (--threads_ == 0) idle_.notify_all();
 }
 
 void Server::watchdog_loop() {
@@ -148,7 +246,8 @@ void Server::watchdog_loop() {
   while (!stopping_.load()) {
     watchdog_cv_.wait_for(lock, period);
     auto now = Clock::now().time_since_epoch().count();
-    for (const auto& [fd, deadline] : connections_) {
+    for (const auto& [fd, connection] : connections_) {
+      Deadline* deadline = connection.deadline.get();
       auto d = deadline->load(std::memory_order_relaxed);
       if (d == kIdleDeadline) {
         // The connection may have received its request meanwhile (and stored 0): only an idle

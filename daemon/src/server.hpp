@@ -1,8 +1,10 @@
 #pragma once
-// The socket layer of ergd: listeners (Unix socket, TCP; listeners.cpp), one thread per
-// connection with HTTP/1.1 keep-alive and the SSE transport (connection.cpp), a watchdog for
-// idle and slow connections, lingering close after errors. Knows nothing of devices or routes:
-// every parsed request goes to a RequestHandler.
+// The socket layer of ergd: listeners (Unix socket, TCP; listeners.cpp), admission (connection
+// limits in total, per uid, and a reserve for root and allowed peers; 503 when refused, also
+// when out of file descriptors), one thread per connection with HTTP/1.1 keep-alive and the SSE
+// transport (connection.cpp), write deadlines, a watchdog for idle and slow connections,
+// lingering close after errors. Knows nothing of devices or routes: every parsed request goes
+// to a RequestHandler.
 
 #include <atomic>
 #include <condition_variable>
@@ -10,8 +12,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "erg/core/result.hpp"
@@ -23,7 +27,8 @@ namespace erg::daemon {
 class Server {
  public:
   /// Serves the listeners `config` names; `handler` and `config` must outlive the server.
-  Server(RequestHandler& handler, const Config& config) : handler_(handler), config_(config) {}
+  Server(RequestHandler& handler, const Config& config)
+      : handler_(handler), config_(config), limits_(connection_limits(config)) {}
   ~Server() { stop(); }
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -31,9 +36,17 @@ class Server {
   Result<void> start();
   void stop();
   [[nodiscard]] std::uint16_t tcp_port() const { return tcp_port_; }
+  /// What start() accepted but the operator should hear about (an insecure socket directory
+  /// allowed by Config::allow_insecure_socket_dir). Not thread-safe against start().
+  [[nodiscard]] const std::vector<std::string>& warnings() const { return warnings_; }
+
+  /// Serves one connected stream socket on the calling thread, as a connection thread does,
+  /// until the peer leaves, a request is refused, a write misses its deadline, or stop(); does
+  /// not close `fd`. A seam for the fuzzer: without start() no watchdog runs, so receive
+  /// deadlines (idle, request) are not enforced; write deadlines are.
+  void serve_connection(int fd, const Peer& peer);
 
  private:
-  void accept_loop(int listen_fd, bool unix_socket);
   /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes;
   /// kIdleDeadline while it waits for its next request and the watchdog has not yet given that
   /// wait a deadline). The watchdog shuts the read side of a connection whose deadline passed,
@@ -41,24 +54,46 @@ class Server {
   /// one per wait) and read no clock per request.
   using Deadline = std::atomic<std::int64_t>;
   static constexpr std::int64_t kIdleDeadline = -1;
-  void serve(int fd, bool unix_socket, Deadline& deadline);
+  /// Peers counted together against the per-uid limit: a uid, or every peer without one (TCP).
+  using Bucket = std::uint64_t;
+  static constexpr Bucket kNoUid = Bucket{1} << 32;
+  struct Connection {
+    std::shared_ptr<Deadline> deadline;
+    Bucket bucket = kNoUid;
+  };
+
+  void accept_loop(int listen_fd, bool unix_socket);
+  /// Admits an accepted connection (starts its thread) or answers 503 and closes it.
+  void admit(int fd, bool unix_socket);
+  /// accept(2) failed for lack of file descriptors: accepts with the spare and answers 503.
+  void refuse_without_files(int listen_fd);
+  /// Forgets an admitted connection (its thread has ended or never started); does not close it.
+  void release(int fd);
+  /// Root, and peers named in Config::allow_uid/allow_gid: they may use the reserved slots.
+  [[nodiscard]] bool may_use_reserve(const Peer& peer) const;
+  void serve(int fd, const Peer& peer, Deadline& deadline);
   void watchdog_loop();
 
   RequestHandler& handler_;
   const Config& config_;
+  const ConnectionLimits limits_;
   int unix_fd_ = -1;
   int tcp_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};
   std::uint16_t tcp_port_ = 0;
+  std::vector<std::string> warnings_;
   std::vector<std::thread> acceptors_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
+  std::mutex spare_mutex_;
+  int spare_fd_ = -1;  // /dev/null, closed for a moment to accept a client when out of fds
   std::mutex mutex_;
   std::condition_variable idle_;
   std::condition_variable watchdog_cv_;
   std::thread watchdog_;
-  std::map<int, std::shared_ptr<Deadline>> connections_;  // open connection fds, for shutdown()
-  std::size_t threads_ = 0;                               // live connection threads
+  std::map<int, Connection> connections_;               // open connection fds, for shutdown()
+  std::unordered_map<Bucket, std::size_t> per_bucket_;  // open connections per uid (or kNoUid)
+  std::size_t threads_ = 0;                             // live connection threads
 };
 
 }  // namespace erg::daemon

@@ -1,5 +1,7 @@
 #include "streaming.hpp"
 
+#include <algorithm>
+
 #include "erg/protocol/bodies.hpp"
 #include "replies.hpp"
 
@@ -82,7 +84,9 @@ struct PowerStreams::CpuStream {
   }
 };
 
-PowerStreams::PowerStreams(const DeviceSlots& devices, double gpu_hz, double cpu_hz) : devices_(devices) {
+PowerStreams::PowerStreams(const DeviceSlots& devices, double gpu_hz, double cpu_hz,
+                           std::chrono::milliseconds peer_check)
+    : devices_(devices), peer_check_(std::max(peer_check, std::chrono::milliseconds(1))) {
   for (unsigned i = 0; i < devices.gpus.size(); ++i) {
     auto s = std::make_unique<GpuStream>();
     s->id = i;
@@ -161,8 +165,8 @@ void PowerStreams::run(const StreamSpec& spec, const std::function<bool(std::str
           if (pollers[k]->seq_locked() != seen[k]) return true;
         return stopping_.load();
       };
-      // Wakes at least every 100 ms to notice a peer that left without a new sample.
-      hub.cv.wait_for(lock, std::chrono::milliseconds(100), fresh);
+      // Wakes at least every peer_check_ (100 ms) to notice a peer that left without a new sample.
+      hub.cv.wait_for(lock, peer_check_, fresh);
       for (std::size_t k = 0; k < pollers.size(); ++k) {
         if (pollers[k]->seq_locked() != seen[k]) {
           seen[k] = pollers[k]->seq_locked();

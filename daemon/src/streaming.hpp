@@ -22,8 +22,10 @@ namespace erg::daemon {
 class PowerStreams {
  public:
   /// One poller per device; `gpu_hz`/`cpu_hz` in (0, 1000] (checked by the caller). The pollers
-  /// sleep until a stream subscribes. `devices` must outlive this object.
-  PowerStreams(const DeviceSlots& devices, double gpu_hz, double cpu_hz);
+  /// sleep until a stream subscribes. A stream with no new sample checks every `peer_check`
+  /// whether its peer left. `devices` must outlive this object.
+  PowerStreams(const DeviceSlots& devices, double gpu_hz, double cpu_hz,
+               std::chrono::milliseconds peer_check = std::chrono::milliseconds(100));
   ~PowerStreams();
   PowerStreams(const PowerStreams&) = delete;
   PowerStreams& operator=(const PowerStreams&) = delete;
@@ -49,6 +51,7 @@ class PowerStreams {
   const DeviceSlots& devices_;
   std::shared_ptr<Hub> gpu_hub_ = std::make_shared<Hub>();
   std::shared_ptr<Hub> cpu_hub_ = std::make_shared<Hub>();
+  std::chrono::milliseconds peer_check_;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<GpuStream>> gpus_;
   std::vector<std::unique_ptr<CpuStream>> cpus_;

@@ -1,12 +1,20 @@
 // ergd over a real Unix socket (and loopback TCP) with fake devices: keep-alive, malformed
-// input, concurrency, stale sockets, the socket's directory. SSE and stop: stream_test.cpp.
+// input, concurrency, stale sockets, the socket's directory (missing, writable by others,
+// sticky), connection limits (per uid, reserve, total, out of file descriptors) and write
+// deadlines. SSE and stop: stream_test.cpp; many hostile connections: abuse_test.cpp.
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +22,7 @@
 
 #include "erg/client/connection.hpp"
 #include "socket_helpers.hpp"
+#include "uid_agent.hpp"
 
 namespace erg::daemon {
 namespace {
@@ -204,6 +213,249 @@ TEST(Server, ManyConcurrentClientsAllSucceed) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kClients * kRequests);
   EXPECT_EQ(bad.load(), 0);
+}
+
+}  // namespace
+}  // namespace erg::daemon
+
+namespace erg::daemon {
+namespace {
+
+using testing::AgentReport;
+using testing::connect_raw;
+using testing::raw_exchange;
+using testing::serve;
+using testing::status_of;
+using testing::temp_socket;
+using testing::UidAgent;
+using Clock = std::chrono::steady_clock;
+
+/// A directory other uids can reach (0755), for a socket they may connect to (mode 0666).
+struct SharedDir {
+  std::string path;
+  SharedDir() {
+    char t[] = "/tmp/ergd-shared-XXXXXX";
+    path = ::mkdtemp(t) != nullptr ? t : "";
+    ::chmod(path.c_str(), 0755);
+  }
+  ~SharedDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Server, PerUidLimitAndReserveAnswer503NamingWhy) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as other uids (setuid)";
+  SharedDir dir;
+  std::string path = dir.path + "/limits.sock";
+  // Agents first: forked while this process has one thread.
+  UidAgent a(65534, path), b(65533, path), allowed(65532, path);
+  ASSERT_TRUE(a.running() && b.running() && allowed.running());
+  Config c;
+  c.socket_mode = 0666;
+  c.max_connections = 8;
+  c.max_connections_per_uid = 4;
+  c.reserved_connections = 2;
+  c.allow_uid[protocol::ApiGroup::kGpuRead] = {65532};
+  auto f = serve(path, c);
+
+  // uid A: 4 connections, the fifth refused as over the per-uid limit.
+  AgentReport ra = a.open(5);
+  EXPECT_EQ(ra.ok, 4);
+  EXPECT_EQ(ra.refused, 1);
+  EXPECT_EQ(ra.other, 0);
+  EXPECT_TRUE(contains(ra.last_refusal, "too many connections from uid 65534: at most 4 per user")) << ra.last_refusal;
+  // uid B: 2 more (6 open), then the last 2 slots are kept for root and allowed uids.
+  AgentReport rb = b.open(3);
+  EXPECT_EQ(rb.ok, 2);
+  EXPECT_EQ(rb.refused, 1);
+  EXPECT_TRUE(contains(rb.last_refusal, "the last 2 of 8 are reserved for root and allowed users")) << rb.last_refusal;
+  // An allowed uid takes the reserve; then the total limit holds for everyone, root included.
+  AgentReport rc = allowed.open(3);
+  EXPECT_EQ(rc.ok, 2);
+  EXPECT_EQ(rc.refused, 1);
+  EXPECT_TRUE(contains(rc.last_refusal, "limit of 8 is reached")) << rc.last_refusal;
+  std::string root = raw_exchange(path, "GET /time HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(status_of(root), 503) << root;
+  EXPECT_TRUE(contains(root, "limit of 8 is reached")) << root;
+  for (double ms : {ra.max_refusal_ms, rb.max_refusal_ms, rc.max_refusal_ms}) EXPECT_LT(ms, 1000.0);
+
+  // A's connections were held open all along; once A leaves, its slots are free again.
+  EXPECT_EQ(a.close_all().still_open, 4);
+  for (int i = 0; i < 100; ++i) {
+    std::string r = raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n");
+    if (status_of(r) == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // ergd notices A's close
+  }
+  EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
+  EXPECT_EQ(b.open(1).ok, 1);
+}
+
+TEST(Server, TcpPeersShareOneBucket) {
+  std::string path = temp_socket("tcpbucket");
+  Config c;
+  c.max_connections = 16;
+  c.max_connections_per_uid = 3;
+  auto f = serve(path, c);
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(f->daemon->tcp_port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    held.push_back(fd);
+  }
+  client::Connection t(client::Endpoint{"", "127.0.0.1", f->daemon->tcp_port(), ""});
+  auto r = t.request("GET", "/time");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 503);
+  EXPECT_TRUE(contains(r->body, "too many connections from TCP peers (counted together): at most 3")) << r->body;
+  // The Unix socket's root peer is another bucket.
+  EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
+  for (int fd : held) ::close(fd);
+}
+
+TEST(Server, OutOfFileDescriptorsAnswers503AndRecovers) {
+  std::string path = temp_socket("emfile");
+  UidAgent clients(0, path);  // another process: its sockets do not count against our limit
+  ASSERT_TRUE(clients.running());
+  auto f = serve(path);
+  EXPECT_EQ(clients.open(1).ok, 1);
+
+  // Fill this process's descriptor table up to a low soft limit, as a busy ergd would.
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int highest = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    highest = std::max(highest, std::stoi(e.path().filename().string()));
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(highest) + 1;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers.push_back(fd);
+  AgentReport r = clients.open(5);
+  for (int fd : fillers) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+  // Every client got an answer, promptly: none was left waiting in the backlog.
+  EXPECT_EQ(r.refused, 5) << "ok " << r.ok << " other " << r.other;
+  EXPECT_EQ(r.other, 0);
+  EXPECT_TRUE(contains(r.last_refusal, "out of file descriptors")) << r.last_refusal;
+  EXPECT_LT(r.max_refusal_ms, 1000.0);
+  std::printf("503 when out of file descriptors: slowest %.2f ms\n", r.max_refusal_ms);
+  // And ergd serves again once descriptors are free.
+  EXPECT_EQ(clients.open(1).ok, 1);
+}
+
+TEST(Server, ClientThatNeverReadsIsDroppedAfterTheWriteTimeout) {
+  std::string path = temp_socket("noread");
+  Config c;
+  c.write_timeout = std::chrono::milliseconds(300);
+  auto f = serve(path, c);
+  int fd = connect_raw(path);
+  ASSERT_GE(fd, 0);
+  ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  std::string batch;
+  for (int i = 0; i < 64; ++i) batch += "GET /gpu/get_power_limit HTTP/1.1\r\n\r\n";
+  // Pipeline requests and never read: soon both directions are full and ergd's write waits.
+  Clock::time_point full_since{};
+  bool full = false, dropped = false;
+  auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (!dropped && Clock::now() < give_up) {
+    ssize_t n = ::send(fd, batch.data(), batch.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      full = false;
+      continue;
+    }
+    if (errno == EAGAIN) {
+      if (!full) full_since = Clock::now();
+      full = true;
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 10);
+      dropped = (p.revents & (POLLHUP | POLLERR)) != 0;
+      continue;
+    }
+    dropped = true;  // EPIPE or ECONNRESET: ergd closed it
+  }
+  auto waited = Clock::now() - full_since;
+  ::close(fd);
+  ASSERT_TRUE(full);
+  ASSERT_TRUE(dropped) << "ergd held a connection that never reads for 5 s";
+  EXPECT_LT(waited, std::chrono::milliseconds(300 + 1500));
+  std::printf("client that never reads dropped %.0f ms after its socket filled (write timeout 300 ms)\n",
+              std::chrono::duration<double, std::milli>(waited).count());
+  EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
+}
+
+Result<void> start_in(const std::string& dir, bool allow_insecure, std::vector<std::string>* warnings = nullptr) {
+  Config c;
+  c.socket_path = dir + "/ergd.sock";
+  c.skip_privilege_check = true;
+  c.allow_insecure_socket_dir = allow_insecure;
+  auto d = Daemon::create(c, Inventory{});
+  if (!d) return fail(d.error());
+  auto r = (*d)->start();
+  if (r && warnings) *warnings = (*d)->warnings();
+  if (r && status_of(raw_exchange(c.socket_path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")) != 200)
+    return fail(ErrorCode::kIo, "started but does not serve");
+  return r;
+}
+
+TEST(Server, SocketDirectoryWritableByOthersIsRefusedNamingIt) {
+  SharedDir d;
+  ASSERT_FALSE(d.path.empty());
+  ASSERT_TRUE(start_in(d.path, false));  // 0755, ours: fine
+  for (mode_t mode : {0777, 0775, 0757}) {
+    ::chmod(d.path.c_str(), mode);
+    auto r = start_in(d.path, true);  // the flag does not cover a directory without the sticky bit
+    ASSERT_FALSE(r) << std::oct << mode;
+    EXPECT_EQ(r.error().code, ErrorCode::kNoPermission);
+    EXPECT_TRUE(contains(r.error().message, "socket directory " + d.path)) << r.error().message;
+    EXPECT_TRUE(contains(r.error().message, "is writable by other users")) << r.error().message;
+    EXPECT_TRUE(contains(r.error().message, "chmod go-w " + d.path)) << r.error().message;
+    EXPECT_FALSE(std::filesystem::exists(d.path + "/ergd.sock"));
+  }
+  // A private directory inside one others may write to: they could rename it and put theirs.
+  ::chmod(d.path.c_str(), 0777);
+  std::string inner = d.path + "/inner";
+  ASSERT_EQ(::mkdir(inner.c_str(), 0700), 0);
+  auto r = start_in(inner, false);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(contains(r.error().message, d.path + " (above socket directory " + inner + ")")) << r.error().message;
+
+  if (::geteuid() == 0) {  // owned by another user: they can chmod it at will
+    ::chmod(d.path.c_str(), 0755);
+    ASSERT_EQ(::chown(inner.c_str(), 65534, 65534), 0);
+    auto o = start_in(inner, true);
+    ASSERT_FALSE(o);
+    EXPECT_TRUE(contains(o.error().message, "socket directory " + inner + " is owned by uid 65534"))
+        << o.error().message;
+  }
+}
+
+TEST(Server, StickySharedDirectoryNeedsTheFlagAndWarns) {
+  SharedDir d;
+  ASSERT_FALSE(d.path.empty());
+  ::chmod(d.path.c_str(), 01777);  // like /tmp
+  auto r = start_in(d.path, false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNoPermission);
+  EXPECT_TRUE(contains(r.error().message, "socket directory " + d.path + " (mode 1777) is writable by other users"))
+      << r.error().message;
+  EXPECT_TRUE(contains(r.error().message, "--allow-insecure-socket-dir")) << r.error().message;
+  std::vector<std::string> warnings;
+  auto ok = start_in(d.path, true, &warnings);
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(contains(warnings[0], "socket directory " + d.path + " (mode 1777)")) << warnings[0];
+  // A private directory below a sticky one (the usual mkdtemp under /tmp) needs nothing.
+  std::vector<std::string> none;
+  ASSERT_TRUE(start_in(testing::socket_dir(), false, &none));
+  EXPECT_TRUE(none.empty());
 }
 
 }  // namespace

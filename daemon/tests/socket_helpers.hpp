@@ -1,11 +1,13 @@
 #pragma once
 // Helpers for tests of ergd over a real Unix socket (and loopback TCP) with fake devices.
 
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -13,9 +15,24 @@
 
 namespace erg::daemon::testing {
 
-inline std::string temp_socket(const char* tag) {
-  return "/tmp/ergd-test-" + std::to_string(::getpid()) + "-" + tag + ".sock";
+/// A private directory (mode 0700) for this process's sockets, removed at exit: ergd refuses a
+/// socket directory other users may write to, such as /tmp itself.
+inline const std::string& socket_dir() {
+  static const struct Dir {
+    std::string path;
+    Dir() {
+      char t[] = "/tmp/ergd-test-XXXXXX";
+      path = ::mkdtemp(t) != nullptr ? t : "/tmp";
+    }
+    ~Dir() {
+      std::error_code ec;
+      if (path != "/tmp") std::filesystem::remove_all(path, ec);
+    }
+  } dir;
+  return dir.path;
 }
+
+inline std::string temp_socket(const char* tag) { return socket_dir() + "/" + tag + ".sock"; }
 
 // FakeDaemon clears socket_path; start a daemon on a socket explicitly.
 inline std::unique_ptr<testing::FakeDaemon> serve(const std::string& path, Config c = {}) {

@@ -94,6 +94,7 @@ struct RemoteThroughErgd {
     daemon::Config c;
     c.socket_path = socket;
     c.skip_privilege_check = true;
+    c.allow_insecure_socket_dir = true;  // a socket in /tmp itself (sticky, shared)
     Inventory served;
     served.cpus = served_by.cpus;
     auto d = daemon::Daemon::create(c, std::move(served));

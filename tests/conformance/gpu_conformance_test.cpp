@@ -92,6 +92,7 @@ struct Ergd {
     daemon::Config c;
     c.socket_path = socket;
     c.skip_privilege_check = true;
+    c.allow_insecure_socket_dir = true;  // a socket in /tmp itself (sticky, shared)
     auto d = daemon::Daemon::create(c, std::move(served));
     ASSERT_TRUE(d) << d.error().message;
     daemon = std::move(*d);

@@ -6,17 +6,21 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "erg/client/connection.hpp"
@@ -105,8 +109,10 @@ class ErgdProcess : public ::testing::Test {
     socket_ = dir_.path() + "/ergd.sock";
   }
 
-  std::unique_ptr<Child> start_ergd(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {ERGD_PATH, "--socket-path", socket_, "--socket-mode", "0666"};
+  /// `prefix`: a command ergd runs under, e.g. prlimit.
+  std::unique_ptr<Child> start_ergd(std::vector<std::string> extra = {}, std::vector<std::string> prefix = {}) {
+    std::vector<std::string> args = prefix;
+    args.insert(args.end(), {ERGD_PATH, "--socket-path", socket_, "--socket-mode", "0666"});
     args.insert(args.end(), extra.begin(), extra.end());
     auto c = std::make_unique<Child>(args, dir_.path() + "/ergd.log");
     client::Connection conn(client::Endpoint{socket_});
@@ -250,6 +256,110 @@ TEST_F(ErgdProcess, SocketInAMissingDirectoryIsRefusedNamingIt) {
   EXPECT_EQ(c.wait_exit(), 1);
   EXPECT_NE(c.output().find("directory " + missing + " does not exist"), std::string::npos) << c.output();
   EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
+/// Soft and hard "Max open files" of a process, from /proc/PID/limits.
+std::pair<std::string, std::string> open_files_limit(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Max open files", 0) == 0) {
+      std::istringstream fields(line.substr(14));
+      std::string soft, hard;
+      fields >> soft >> hard;
+      return {soft, hard};
+    }
+  return {};
+}
+
+TEST_F(ErgdProcess, UnderALowFileLimitTheCapIsLoweredAndSaidAndExcessGets503) {
+  if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "prlimit (util-linux) is not installed";
+  // A hard limit that fits (ours, if it does; raising it needs CAP_SYS_RESOURCE): ergd raises its
+  // soft limit and says nothing.
+  rlimit ours{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &ours), 0);
+  if (ours.rlim_max >= 8192) {
+    const std::string hard_limit = ours.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(ours.rlim_max);
+    auto ergd = start_ergd({"--max-connections", "4096"}, {"prlimit", "--nofile=1024:" + hard_limit, "--"});
+    auto [soft, hard] = open_files_limit(ergd->pid);
+    EXPECT_EQ(hard, hard_limit);
+    EXPECT_GE(std::stol(soft), 4096 + 64) << ergd->output();
+    EXPECT_LT(std::stol(soft), 4096 + 1024) << "raised as far as needed, not to the hard limit";
+    EXPECT_EQ(ergd->output().find("lowered"), std::string::npos) << ergd->output();
+  }
+  // The usual 1024 as the hard limit: the cap is lowered to fit, in one line.
+  auto ergd = start_ergd({"--max-connections", "4096"}, {"prlimit", "--nofile=1024:1024", "--"});
+  const std::string log = ergd->output();
+  const std::string said = "ergd: file limit 1024 allows ";
+  auto at = log.find(said);
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_NE(log.find(" connections; --max-connections lowered from 4096 (", at), std::string::npos) << log;
+  const int cap = std::stoi(log.substr(at + said.size()));
+  EXPECT_GT(cap, 800);
+  EXPECT_LE(cap, 1024 - 64);
+  // Root (like any uid) holds at most a quarter of the cap; every connection past it is answered
+  // 503 promptly instead of waiting in the backlog.
+  const int per_uid = cap / 4;
+  // start_ergd's own connection may not be released yet: allow for it below.
+  std::this_thread::sleep_for(200ms);
+  std::vector<int> held;
+  int refused = 0;
+  double slowest_ms = 0;
+  for (int i = 0; i < per_uid + 10; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, socket_.c_str(), sizeof a.sun_path - 1);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const std::string req = "GET /time HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    char buf[512];
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 12) << "connection " << i << " got no answer";
+    std::string reply(buf, static_cast<std::size_t>(n));
+    if (reply.compare(9, 3, "503") == 0) {
+      ++refused;
+      slowest_ms = std::max(slowest_ms,
+                            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      EXPECT_NE(reply.find("too many connections from uid 0"), std::string::npos) << reply;
+      ::close(fd);
+    } else {
+      EXPECT_EQ(reply.compare(9, 3, "200"), 0) << reply;
+      held.push_back(fd);
+    }
+  }
+  EXPECT_GE(static_cast<int>(held.size()), per_uid - 1);
+  EXPECT_LE(static_cast<int>(held.size()), per_uid);
+  EXPECT_GE(refused, 10);
+  EXPECT_LT(slowest_ms, 1000.0);
+  for (int fd : held) ::close(fd);
+}
+
+TEST_F(ErgdProcess, SocketDirectoryOthersMayWriteToIsRefusedOrWarnedNamingIt) {
+  const std::string shared = dir_.path() + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0755), 0);
+  ::chmod(shared.c_str(), 01777);  // like /tmp
+  {
+    Child c({ERGD_PATH, "--socket-path", shared + "/ergd.sock"}, dir_.path() + "/s.log");
+    EXPECT_EQ(c.wait_exit(), 1);
+    EXPECT_NE(c.output().find("socket directory " + shared + " (mode 1777) is writable by other users"),
+              std::string::npos)
+        << c.output();
+    EXPECT_NE(c.output().find("--allow-insecure-socket-dir"), std::string::npos) << c.output();
+  }
+  socket_ = shared + "/ergd.sock";
+  {
+    auto ergd = start_ergd({"--allow-insecure-socket-dir"});
+    EXPECT_NE(ergd->output().find("ergd: WARNING: socket directory " + shared + " (mode 1777)"), std::string::npos)
+        << ergd->output();
+  }
+  // Without the sticky bit, anyone may replace the socket: refused even with the flag.
+  ::chmod(shared.c_str(), 0777);
+  Child c({ERGD_PATH, "--socket-path", socket_, "--allow-insecure-socket-dir"}, dir_.path() + "/w.log");
+  EXPECT_EQ(c.wait_exit(), 1);
+  EXPECT_NE(c.output().find("chmod go-w " + shared), std::string::npos) << c.output();
 }
 
 TEST_F(ErgdProcess, SsePollsOnlyWhileSubscribed) {

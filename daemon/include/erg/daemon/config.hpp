@@ -33,6 +33,21 @@ struct Config {
   double gpu_power_poll_hz = 20.0;              ///< zeusd's default.
   double cpu_power_poll_hz = 10.0;              ///< zeusd's default.
   std::size_t max_connections = 1024;           ///< Beyond: 503 and close.
+  /// Connections one uid may hold at once (over the Unix socket, from SO_PEERCRED; all TCP
+  /// peers together count as one); beyond: 503. nullopt: a quarter of max_connections.
+  std::optional<std::size_t> max_connections_per_uid;
+  /// The last connections are kept for root and the peers named in allow_uid/allow_gid: other
+  /// peers get 503 once max_connections - reserved are open. nullopt: an eighth of
+  /// max_connections.
+  std::optional<std::size_t> reserved_connections;
+  /// A reply or stream event that cannot be written within this long of the socket filling
+  /// closes the connection (a client that sends requests and never reads the replies).
+  std::chrono::milliseconds write_timeout{5'000};
+  /// Accept a socket directory other users may write to when it is sticky (like /tmp), with a
+  /// warning (Daemon::warnings()); without it such a directory is refused.
+  bool allow_insecure_socket_dir = false;
+  /// How often a stream with no new sample checks whether its peer left (short for fuzzing).
+  std::chrono::milliseconds stream_peer_check{100};
   /// A keep-alive connection with no request in progress is closed after this long.
   std::chrono::milliseconds idle_timeout{60'000};
   /// A request must arrive whole within this long of its first byte, else 408 (slowloris bound).
@@ -42,6 +57,33 @@ struct Config {
   /// Skip the start-up privilege check (tests that run unprivileged over fakes).
   bool skip_privilege_check = false;
 };
+
+/// The connection limits a configuration means, defaults filled in.
+struct ConnectionLimits {
+  std::size_t total = 0;     ///< max_connections.
+  std::size_t per_uid = 0;   ///< At most total.
+  std::size_t reserved = 0;  ///< For root and allowed peers; less than total.
+};
+ConnectionLimits connection_limits(const Config& config);
+
+/// File descriptors kept beside one per connection: listeners, the spare, device files, logs.
+inline constexpr std::size_t kFileHeadroom = 64;
+
+/// What ergd does with RLIMIT_NOFILE at start: the soft limit to set and the connection cap
+/// that fits in it (`max_connections` + `fds_in_use` + kFileHeadroom), raising the soft limit
+/// up to the hard one, else lowering the cap (at least 1). `note` is the line to print then.
+struct FileLimitPlan {
+  std::uint64_t soft = 0;
+  std::size_t max_connections = 0;
+  std::optional<std::string> note;
+};
+FileLimitPlan plan_file_limit(std::size_t max_connections, std::uint64_t soft, std::uint64_t hard,
+                              std::size_t fds_in_use);
+
+/// Applies plan_file_limit to this process (getrlimit/setrlimit, the fds open now) and to
+/// config.max_connections. Returns the note to print when the cap was lowered; kIo when the
+/// limits cannot be read or set.
+Result<std::optional<std::string>> fit_file_limit(Config& config);
 
 /// Parses ergd's command line. `--help`/`--version` print and return kNotFound with an empty
 /// message (the caller exits 0); bad flags → kInvalidArgument with CLI11's message.

@@ -50,6 +50,9 @@ class Daemon {
   [[nodiscard]] const Config& config() const;
   /// The bound TCP port (after start(); 0 without TCP).
   [[nodiscard]] std::uint16_t tcp_port() const;
+  /// What start() accepted but the operator should be told, one line each (a socket directory
+  /// other users may write to, allowed by Config::allow_insecure_socket_dir). Empty before start().
+  [[nodiscard]] std::vector<std::string> warnings() const;
 
   /// Routes one parsed request. Thread-safe; never throws (a handler's exception becomes 500).
   Reply dispatch(const protocol::HttpRequest& request, const Peer& peer);
