@@ -8,16 +8,12 @@
 
 #include "erg/daemon/auth.hpp"
 #include "erg/daemon/daemon.hpp"
+#include "parse_args.hpp"
 
 namespace erg::daemon {
 namespace {
 
-Result<Config> parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "ergd");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  return parse_command_line(static_cast<int>(argv.size()), argv.data());
-}
+using test_support::parse;
 
 TEST(Config, DefaultsLikeTheIssue) {
   auto c = parse({});

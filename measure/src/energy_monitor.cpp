@@ -12,12 +12,12 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <thread>
 #include <utility>
 
 #include "erg/measure/counter_tracker.hpp"
 #include "erg/measure/power_monitor.hpp"
+#include "gpu_selection.hpp"
 
 namespace erg::measure {
 namespace {
@@ -723,19 +723,9 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
   auto impl = std::make_unique<Impl>();
   impl->clock = options.clock != nullptr ? options.clock : &SteadyClock::instance();
 
-  if (options.gpu_indices) {
-    std::set<unsigned> seen;
-    for (unsigned i : *options.gpu_indices) {
-      if (i >= gpus.size())
-        return fail(ErrorCode::kInvalidArgument,
-                    "GPU index " + std::to_string(i) + " is out of range (" + std::to_string(gpus.size()) + " GPUs)");
-      if (!seen.insert(i).second)
-        return fail(ErrorCode::kInvalidArgument, "GPU index " + std::to_string(i) + " repeated");
-      impl->gpu_indices.push_back(i);
-    }
-  } else {
-    for (unsigned i = 0; i < gpus.size(); ++i) impl->gpu_indices.push_back(i);
-  }
+  auto selected = detail::select_gpu_indices(options.gpu_indices, gpus.size());
+  if (!selected) return fail(selected.error());
+  impl->gpu_indices = std::move(*selected);
   std::vector<unsigned> old_gpus;
   for (unsigned i : impl->gpu_indices) {
     const auto& caps = gpus[i]->capabilities();

@@ -7,8 +7,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
-#include <set>
 #include <thread>
+
+#include "gpu_selection.hpp"
 
 namespace erg::measure {
 namespace {
@@ -246,20 +247,9 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
   auto impl = std::make_unique<Impl>();
   impl->clock = options.clock != nullptr ? options.clock : &SteadyClock::instance();
 
-  std::vector<unsigned> indices;
-  if (options.gpu_indices) {
-    indices = *options.gpu_indices;
-  } else {
-    for (unsigned i = 0; i < gpus.size(); ++i) indices.push_back(i);
-  }
-  std::set<unsigned> seen;
-  for (unsigned i : indices) {
-    if (i >= gpus.size())
-      return fail(ErrorCode::kInvalidArgument,
-                  "GPU index " + std::to_string(i) + " is out of range (" + std::to_string(gpus.size()) + " GPUs)");
-    if (!seen.insert(i).second)
-      return fail(ErrorCode::kInvalidArgument, "GPU index " + std::to_string(i) + " repeated");
-  }
+  auto selected = detail::select_gpu_indices(options.gpu_indices, gpus.size());
+  if (!selected) return fail(selected.error());
+  const std::vector<unsigned>& indices = *selected;
 
   // Domains: as requested (duplicates dropped), else every domain any sampled GPU supports.
   std::vector<PowerDomain> domains;

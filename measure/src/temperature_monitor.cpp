@@ -4,10 +4,10 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include "erg/measure/periodic_sampler.hpp"
+#include "gpu_selection.hpp"
 
 namespace erg::measure {
 namespace {
@@ -96,20 +96,9 @@ Result<std::unique_ptr<TemperatureMonitor>> TemperatureMonitor::create(std::vect
   if (options.period.count() <= 0) return fail(ErrorCode::kInvalidArgument, "sampling period must be positive");
   impl->period = options.period;
 
-  std::vector<unsigned> indices;
-  if (options.gpu_indices) {
-    indices = *options.gpu_indices;
-  } else {
-    for (unsigned i = 0; i < gpus.size(); ++i) indices.push_back(i);
-  }
-  std::set<unsigned> seen;
-  for (unsigned i : indices) {
-    if (i >= gpus.size())
-      return fail(ErrorCode::kInvalidArgument,
-                  "GPU index " + std::to_string(i) + " is out of range (" + std::to_string(gpus.size()) + " GPUs)");
-    if (!seen.insert(i).second)
-      return fail(ErrorCode::kInvalidArgument, "GPU index " + std::to_string(i) + " repeated");
-  }
+  auto selected = detail::select_gpu_indices(options.gpu_indices, gpus.size());
+  if (!selected) return fail(selected.error());
+  const std::vector<unsigned>& indices = *selected;
   if (indices.empty()) return fail(ErrorCode::kInvalidArgument, "nothing to sample: no GPU");
   impl->gpu_indices = indices;
   for (unsigned i : indices) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -25,15 +26,30 @@ using testing::shell_quote;
 
 std::string erg() { return shell_quote(ERG_CLI_PATH); }
 
-class ErgRunFaults : public ::testing::TestWithParam<sim::Fault> {};
+// Two simulated A100s whose environment the commands under test inherit; a fault goes to GPU 0.
+class TwoA100s : public ::testing::TestWithParam<sim::Fault> {
+ protected:
+  void SetUp() override {
+    auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=1"));
+    ASSERT_TRUE(made) << made.error().message;
+    owned_ = std::move(*made);
+    machine = owned_.get();
+    ASSERT_TRUE(machine->export_env());
+  }
+  void TearDown() override {
+    for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT"}) ::unsetenv(v);
+  }
+  sim::Machine* machine = nullptr;
+
+ private:
+  std::unique_ptr<sim::Machine> owned_;
+};
+
+class ErgRunFaults : public TwoA100s {};
 
 TEST_P(ErgRunFaults, FlaggedWithinOnePercentOrNullNamingTheGpu) {
   const sim::Fault fault = GetParam();
   const std::string name(sim::fault_name(fault));
-  auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=1"));
-  ASSERT_TRUE(made) << made.error().message;
-  auto machine = std::move(*made);
-  ASSERT_TRUE(machine->export_env());
   const auto t0 = machine->now();
   // Idle 0.3 s at each end (the time outside erg's window is idle; see run_test.cpp), a steady
   // load on both GPUs for 2.7 s, and the fault 1.2 s into it (from a second command, as a driver
@@ -44,7 +60,6 @@ TEST_P(ErgRunFaults, FlaggedWithinOnePercentOrNullNamingTheGpu) {
                      name + " --gpus 0; wait; sleep 0.3'");
   const auto t1 = machine->now();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the sensor updates after t1
-  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT"}) ::unsetenv(v);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
   ASSERT_EQ(j["gpus"].size(), 2u);
@@ -104,20 +119,15 @@ INSTANTIATE_TEST_SUITE_P(EveryFault, ErgRunFaults, ::testing::ValuesIn(sim::kAll
 // The `erg power` face: a GPU that is lost or times out for good is shown without a value, its
 // error code beside it, and its energy is unknown (never the power before the fault held on);
 // one failing call is retried and changes nothing. GPU 1 keeps its values throughout.
-class ErgPowerFaults : public ::testing::TestWithParam<sim::Fault> {};
+class ErgPowerFaults : public TwoA100s {};
 
 TEST_P(ErgPowerFaults, ALostGpuHasNoValueAndItsErrorCode) {
   const sim::Fault fault = GetParam();
   const std::string name(sim::fault_name(fault));
-  auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=1"));
-  ASSERT_TRUE(made) << made.error().message;
-  auto machine = std::move(*made);
-  ASSERT_TRUE(machine->export_env());
   ASSERT_TRUE(machine->set_utilization(0, 0.8));
   ASSERT_TRUE(machine->set_utilization(1, 0.8));
   auto r = run_shell("sh -c '(sleep 1; " + erg() + " simulate fault " + name + " --gpus 0) & " + erg() +
                      " power --json --interval 0.25 --count 12; wait'");
-  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT"}) ::unsetenv(v);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<json> lines;
   for (std::size_t at = 0, nl; (nl = r.out.find('\n', at)) != std::string::npos; at = nl + 1)

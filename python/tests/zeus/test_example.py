@@ -76,5 +76,6 @@ def test_example_runs_and_prints_what_zeus_does(machine, tmp_path):
     assert sum(sweep_gpu) == pytest.approx(float(sweep[1]), abs=0.002)
     for g in (0, 1):
         inner = sum(float(r[3 + g]) for r in rows[:3])
-        assert inner <= sweep_gpu[g] <= inner * 1.1  # nested windows: the sweep holds the three
+        # nested windows: the sweep holds the three (the log rounds each figure to 1 mJ)
+        assert inner - 0.003 <= sweep_gpu[g] <= inner * 1.1
         assert sampled[g] == pytest.approx(sweep_gpu[g], rel=0.15)  # PowerMonitor over the same span

@@ -9,38 +9,12 @@ exceptions, over erg's devices (NVML, RAPL, the simulated machine, ergd when unp
 from __future__ import annotations
 
 from .cpu import get_cpus
-from .gpu import (
-    ZeusGPUAlreadyInitializedError,
-    ZeusGPUCorruptedInfoROMError,
-    ZeusGPUDriverNotLoadedError,
-    ZeusGPUFunctionNotFoundError,
-    ZeusGPUHeterogeneousError,
-    ZeusGPUInitError,
-    ZeusGPUInsufficientPowerError,
-    ZeusGPUInsufficientSizeError,
-    ZeusGPUInvalidArgError,
-    ZeusGPUIRQError,
-    ZeusGPULibraryNotFoundError,
-    ZeusGPULibRMVersionMismatchError,
-    ZeusGPULostError,
-    ZeusGPUMemoryError,
-    ZeusGPUNoPermissionError,
-    ZeusGPUNotFoundError,
-    ZeusGPUNotSupportedError,
-    ZeusGPUOperatingSystemError,
-    ZeusGPUResetRequiredError,
-    ZeusGPUTimeoutError,
-    ZeusGPUUnknownError,
-    get_gpus,
-)
+from .gpu import common as _gpu_common
+from .gpu import get_gpus
 from .soc import get_soc
 
-__all__ = [
-    "get_gpus", "get_cpus", "get_soc",
-    "ZeusGPUInitError", "ZeusGPUInvalidArgError", "ZeusGPUNotSupportedError", "ZeusGPUNoPermissionError",
-    "ZeusGPUAlreadyInitializedError", "ZeusGPUNotFoundError", "ZeusGPUInsufficientSizeError",
-    "ZeusGPUInsufficientPowerError", "ZeusGPUDriverNotLoadedError", "ZeusGPUTimeoutError", "ZeusGPUIRQError",
-    "ZeusGPULibraryNotFoundError", "ZeusGPUFunctionNotFoundError", "ZeusGPUCorruptedInfoROMError",
-    "ZeusGPULostError", "ZeusGPUResetRequiredError", "ZeusGPUOperatingSystemError",
-    "ZeusGPULibRMVersionMismatchError", "ZeusGPUMemoryError", "ZeusGPUUnknownError", "ZeusGPUHeterogeneousError",
-]
+# The GPU exception classes, re-exported under the names gpu.common gives them.
+_GPU_ERRORS = [name for name in _gpu_common.__all__ if name.startswith("ZeusGPU")]
+globals().update({name: getattr(_gpu_common, name) for name in _GPU_ERRORS})
+
+__all__ = ["get_gpus", "get_cpus", "get_soc", *_GPU_ERRORS]
