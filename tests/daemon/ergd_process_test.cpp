@@ -318,7 +318,8 @@ TEST_F(ErgdProcess, UnderALowFileLimitTheCapIsLoweredAndSaidAndExcessGets503) {
     // send (EPIPE): its 503 is still there to read.
     const ssize_t sent = ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
     const int send_errno = errno;
-    EXPECT_TRUE(sent == static_cast<ssize_t>(req.size()) || (sent < 0 && (send_errno == EPIPE || send_errno == ECONNRESET)))
+    EXPECT_TRUE(sent == static_cast<ssize_t>(req.size()) ||
+                (sent < 0 && (send_errno == EPIPE || send_errno == ECONNRESET)))
         << "connection " << i << ": " << std::strerror(send_errno);
     char buf[512];
     ssize_t n = ::recv(fd, buf, sizeof buf, 0);

@@ -77,7 +77,7 @@ TEST_P(ErgdFaults, RoutesAndMetricsFlagOrNameTheGpu) {
   // The counter's latest update now: what a read returns is the sensor's figure there (known
   // once the update after it happened).
   auto last_update = [&](unsigned g) { return machine_->sensor_info(g)->last_update; };
-  (void)get("/metrics");               // the first scrape starts following the counters
+  (void)get("/metrics");                // the first scrape starts following the counters
   std::this_thread::sleep_for(1500ms);  // ... whose schedules are learned by now
   auto before = json::parse(get("/gpu/get_cumulative_energy?gpu_ids=0,1").response.body);
   const std::string m0 = get("/metrics").response.body;
