@@ -154,6 +154,10 @@ Result<Config> parse_command_line(int argc, char** argv) {
   app.add_option("--reserved-connections", config.reserved_connections,
                  "Connections kept for root and --allow-uid/--allow-gid peers; default: an eighth of "
                  "--max-connections");
+  bool no_restore = false;
+  app.add_flag("--no-restore-on-exit", no_restore,
+               "Keep a power limit set through ergd when the process that set it exits (default: the GPU's "
+               "default limit comes back)");
   app.add_flag("--allow-insecure-socket-dir", config.allow_insecure_socket_dir,
                "Accept a sticky socket directory other users may write to (like /tmp), with a warning");
   double idle_s = 60, request_s = 10, write_s = 5;
@@ -180,6 +184,7 @@ Result<Config> parse_command_line(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(ErrorCode::kInvalidArgument, e.what());
   }
+  config.restore_limits_on_exit = !no_restore;
   config.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(idle_s * 1000));
   config.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(request_s * 1000));
   config.write_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(write_s * 1000));

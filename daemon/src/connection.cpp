@@ -71,7 +71,9 @@ bool write_all(int fd, std::string_view data, std::chrono::milliseconds timeout)
   return true;
 }
 
-void Server::serve(int fd, const Peer& peer, Deadline& deadline) {
+void Server::serve(int fd, const Peer& connected, Deadline& deadline) {
+  Peer peer = connected;
+  peer.socket_fd = peer.unix_socket ? fd : -1;
   const auto write_timeout = config_.write_timeout;
   pthread_setname_np(pthread_self(), "ergd-conn");  // for top -H, perf and debuggers
   std::string buf;

@@ -49,6 +49,7 @@ struct Daemon::Impl {
   // first, then the router, the streams' pollers, and last the devices' owner threads.
   Config config;
   DeviceSlots devices;
+  std::unique_ptr<LimitRestorer> restorer;  // posts to the devices' owner threads: after them
   std::unique_ptr<PrometheusExposition> exposition;
   std::unique_ptr<PowerStreams> streams;
   std::unique_ptr<Router> router;
@@ -91,8 +92,10 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
   impl->exposition = std::make_unique<PrometheusExposition>(std::move(gpus), std::move(cpus));
   impl->streams = std::make_unique<PowerStreams>(impl->devices, impl->config.gpu_power_poll_hz,
                                                  impl->config.cpu_power_poll_hz, impl->config.stream_peer_check);
-  impl->router =
-      std::make_unique<Router>(impl->config, std::move(signing_key), impl->devices, *impl->streams, *impl->exposition);
+  if (impl->config.restore_limits_on_exit && impl->config.enabled.count(ApiGroup::kGpuControl))
+    impl->restorer = std::make_unique<LimitRestorer>(impl->devices, impl->config.event_log);
+  impl->router = std::make_unique<Router>(impl->config, std::move(signing_key), impl->devices, *impl->streams,
+                                          *impl->exposition, impl->restorer.get());
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
@@ -106,6 +109,7 @@ void Daemon::stop() {
   impl_->streams->stop();  // streams end first, so their connection threads can finish
   if (impl_->server) impl_->server->stop();
   impl_->server.reset();
+  if (impl_->restorer) impl_->restorer->stop();  // limits owned now stay (docs/ergd.md)
   for (auto& g : impl_->devices.gpus) g.worker->drain();
 }
 

@@ -13,7 +13,14 @@
 namespace erg::daemon {
 namespace {
 
-using Command = std::function<Result<void>(Gpu&)>;
+/// What a setter does to one GPU (its id, the device), on that GPU's owner thread.
+using Command = std::function<Result<void>(unsigned, Gpu&)>;
+
+/// A command that does not need the GPU's id.
+template <class F>
+Command on_each(F f) {
+  return [f = std::move(f)](unsigned, Gpu& gpu) { return f(gpu); };
+}
 
 /// The fields every setter has, in the order actix-web reports their errors: `block` first,
 /// then the route's own fields (read by the caller), then `gpu_ids`.
@@ -32,7 +39,8 @@ Reply run_on_owners(const DeviceSlots& devices, const protocol::Query& query, bo
   if (!block) {
     for (unsigned id : ids) {
       auto gpu = devices.gpus[id].gpu;
-      if (!devices.gpus[id].worker->post([gpu, command] { (void)command(*gpu); })) errors.emplace(id, shutting_down);
+      if (!devices.gpus[id].worker->post([id, gpu, command] { (void)command(id, *gpu); }))
+        errors.emplace(id, shutting_down);
     }
     return aggregate(errors, std::nullopt, applied());
   }
@@ -42,7 +50,7 @@ Reply run_on_owners(const DeviceSlots& devices, const protocol::Query& query, bo
     auto promise = std::make_shared<std::promise<Result<void>>>();
     futures.push_back(promise->get_future());
     auto gpu = devices.gpus[id].gpu;
-    if (!devices.gpus[id].worker->post([gpu, command, promise] { promise->set_value(command(*gpu)); }))
+    if (!devices.gpus[id].worker->post([id, gpu, command, promise] { promise->set_value(command(id, *gpu)); }))
       promise->set_value(fail(shutting_down));
   }
   for (std::size_t k = 0; k < ids.size(); ++k) {
@@ -68,18 +76,24 @@ Result<void> check_clock_range(std::uint32_t min_mhz, std::uint32_t max_mhz) {
 
 }  // namespace
 
-Reply gpu_set_power_limit(const DeviceSlots& devices, const protocol::Query& query) {
+Reply gpu_set_power_limit(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                          LimitRestorer* restorer) {
   bool block = false;
   std::uint32_t limit_mw = 0;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
   if (auto bad = field(query.get_u32("power_limit_mw"), limit_mw)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [limit_mw](Gpu& gpu) -> Result<void> {
+  // The setting process, named now, while its connection is open (limit_restorer.hpp).
+  std::shared_ptr<const ClientProcess> setter = restorer != nullptr ? ClientProcess::of(peer) : nullptr;
+  return run_on_owners(devices, query, block, [limit_mw, restorer, setter](unsigned id, Gpu& gpu) -> Result<void> {
     auto c = gpu.power_limit_constraints();
     if (c && (limit_mw < c->min.value() || limit_mw > c->max.value()))
       return fail(ErrorCode::kInvalidArgument,
                   "Invalid request: power limit " + std::to_string(limit_mw) + " mW is outside the supported range [" +
                       std::to_string(to_u64(c->min.value())) + ", " + std::to_string(to_u64(c->max.value())) + "] mW");
-    return gpu.set_power_limit(MilliWatts(limit_mw));
+    if (restorer != nullptr) restorer->before_set(id);
+    auto r = gpu.set_power_limit(MilliWatts(limit_mw));
+    if (r && restorer != nullptr) restorer->claimed(id, setter, MilliWatts(limit_mw));
+    return r;
   });
 }
 
@@ -87,7 +101,8 @@ Reply gpu_set_persistence_mode(const DeviceSlots& devices, const protocol::Query
   bool block = false, enabled = false;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
   if (auto bad = field(query.get_bool("enabled"), enabled)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [enabled](Gpu& gpu) { return gpu.set_persistence_mode(enabled); });
+  return run_on_owners(devices, query, block,
+                       on_each([enabled](Gpu& gpu) { return gpu.set_persistence_mode(enabled); }));
 }
 
 namespace {
@@ -99,10 +114,10 @@ Reply set_locked_clocks(const DeviceSlots& devices, const protocol::Query& query
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
   if (auto bad = field(query.get_u32("min_clock_mhz"), lo)) return std::move(*bad);
   if (auto bad = field(query.get_u32("max_clock_mhz"), hi)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [lo, hi, set](Gpu& gpu) -> Result<void> {
-    if (auto r = check_clock_range(lo, hi); !r) return r;
-    return (gpu.*set)(Megahertz(lo), Megahertz(hi));
-  });
+  return run_on_owners(devices, query, block, on_each([lo, hi, set](Gpu& gpu) -> Result<void> {
+                         if (auto r = check_clock_range(lo, hi); !r) return r;
+                         return (gpu.*set)(Megahertz(lo), Megahertz(hi));
+                       }));
 }
 }  // namespace
 
@@ -117,23 +132,23 @@ Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Quer
 Reply gpu_reset_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
   bool block = false;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [](Gpu& gpu) { return gpu.reset_gpu_locked_clocks(); });
+  return run_on_owners(devices, query, block, on_each([](Gpu& gpu) { return gpu.reset_gpu_locked_clocks(); }));
 }
 
 Reply gpu_reset_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
   bool block = false;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [](Gpu& gpu) { return gpu.reset_memory_locked_clocks(); });
+  return run_on_owners(devices, query, block, on_each([](Gpu& gpu) { return gpu.reset_memory_locked_clocks(); }));
 }
 
 Reply gpu_reset_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
   bool block = false;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  return run_on_owners(devices, query, block, [](Gpu& gpu) -> Result<void> {
-    auto a = gpu.reset_gpu_locked_clocks();
-    auto b = gpu.reset_memory_locked_clocks();
-    return a ? b : a;
-  });
+  return run_on_owners(devices, query, block, on_each([](Gpu& gpu) -> Result<void> {
+                         auto a = gpu.reset_gpu_locked_clocks();
+                         auto b = gpu.reset_memory_locked_clocks();
+                         return a ? b : a;
+                       }));
 }
 
 }  // namespace erg::daemon

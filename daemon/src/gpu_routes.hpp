@@ -6,6 +6,7 @@
 #include "device_slots.hpp"
 #include "erg/daemon/request_handler.hpp"
 #include "erg/protocol/query.hpp"
+#include "limit_restorer.hpp"
 
 namespace erg::daemon {
 
@@ -18,7 +19,9 @@ Reply gpu_get_persistence_mode(const DeviceSlots& devices, const protocol::Query
 
 // gpu-control: each setter runs on the GPU's owner thread; block=true waits for every GPU,
 // block=false answers once the commands are queued (only queueing errors are reported).
-Reply gpu_set_power_limit(const DeviceSlots& devices, const protocol::Query& query);
+/// `restorer` (nullptr: --no-restore-on-exit) records `peer`'s process as the owner of each limit set.
+Reply gpu_set_power_limit(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                          LimitRestorer* restorer);
 Reply gpu_set_persistence_mode(const DeviceSlots& devices, const protocol::Query& query);
 Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);
 Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);

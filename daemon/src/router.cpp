@@ -28,7 +28,7 @@ Reply Router::dispatch(const protocol::HttpRequest& request, const Peer& peer) {
     if (auto refused = check_access(*route, request, peer, claims)) return std::move(*refused);
     auto query = protocol::Query::parse(request.query, route->params, route->required);
     if (!query) return text_reply(400, query.error().message);
-    return this->route(*route, *query, claims);
+    return this->route(*route, *query, claims, peer);
   } catch (const std::exception& e) {
     return error_reply(500, std::string("internal error: ") + e.what());
   }
@@ -71,14 +71,14 @@ std::optional<Reply> Router::check_access(const protocol::RouteInfo& route, cons
 }
 
 Reply Router::route(const protocol::RouteInfo& route, const protocol::Query& q,
-                    const std::optional<TokenClaims>& claims) {
+                    const std::optional<TokenClaims>& claims, const Peer& peer) {
   // Every route by name, no default: -Wswitch flags a route added to the table without a handler.
   switch (route.route) {
     case Route::kDiscover: return discover(devices_, config_, !signing_key_.empty());
     case Route::kTime: return server_time();
     case Route::kWhoami: return whoami(claims);
     case Route::kMetrics: return metrics(exposition_);
-    case Route::kSetPowerLimit: return gpu_set_power_limit(devices_, q);
+    case Route::kSetPowerLimit: return gpu_set_power_limit(devices_, q, peer, restorer_);
     case Route::kSetPersistenceMode: return gpu_set_persistence_mode(devices_, q);
     case Route::kSetGpuLockedClocks: return gpu_set_gpu_locked_clocks(devices_, q);
     case Route::kResetGpuLockedClocks: return gpu_reset_gpu_locked_clocks(devices_, q);

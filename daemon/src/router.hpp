@@ -12,6 +12,7 @@
 #include "erg/daemon/request_handler.hpp"
 #include "erg/protocol/query.hpp"
 #include "erg/protocol/routes.hpp"
+#include "limit_restorer.hpp"
 #include "prometheus_exposition.hpp"
 #include "streaming.hpp"
 
@@ -20,13 +21,15 @@ namespace erg::daemon {
 class Router final : public RequestHandler {
  public:
   /// Every reference must outlive the router. `signing_key` empty: no tokens.
+  /// `restorer` may be null (limits are not restored when their setter exits).
   Router(const Config& config, std::string signing_key, const DeviceSlots& devices, PowerStreams& streams,
-         PrometheusExposition& exposition)
+         PrometheusExposition& exposition, LimitRestorer* restorer = nullptr)
       : config_(config),
         signing_key_(std::move(signing_key)),
         devices_(devices),
         streams_(streams),
-        exposition_(exposition) {}
+        exposition_(exposition),
+        restorer_(restorer) {}
 
   /// Never throws: a route's exception becomes 500.
   Reply dispatch(const protocol::HttpRequest& request, const Peer& peer) override;
@@ -41,13 +44,15 @@ class Router final : public RequestHandler {
   std::optional<Reply> check_access(const protocol::RouteInfo& route, const protocol::HttpRequest& request,
                                     const Peer& peer, std::optional<TokenClaims>& claims) const;
   /// Calls the route's handler.
-  Reply route(const protocol::RouteInfo& route, const protocol::Query& query, const std::optional<TokenClaims>& claims);
+  Reply route(const protocol::RouteInfo& route, const protocol::Query& query, const std::optional<TokenClaims>& claims,
+              const Peer& peer);
 
   const Config& config_;
   const std::string signing_key_;
   const DeviceSlots& devices_;
   PowerStreams& streams_;
   PrometheusExposition& exposition_;
+  LimitRestorer* restorer_;
 };
 
 }  // namespace erg::daemon

@@ -83,6 +83,8 @@ int run_main(int argc, char** argv) {
     std::cerr << "ergd: warning: " << fitted.error().message << "\n";
   else if (*fitted)
     std::cerr << "ergd: " << **fitted << "\n";
+  // Events (each power limit restored after its setter exited), one line each.
+  config->event_log = [](const std::string& line) { std::cerr << "ergd: " + line + "\n" << std::flush; };
   auto daemon = Daemon::create(*config, std::move(devices->inventory));
   if (!daemon) {
     std::cerr << "ergd: error: " << daemon.error().message << "\n";

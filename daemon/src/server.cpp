@@ -161,6 +161,7 @@ void Server::admit(int fd, bool unix_socket) {
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
       peer.uid = cred.uid;
       peer.gid = cred.gid;
+      if (cred.pid > 0) peer.pid = cred.pid;
     }
   } else {
     int one = 1;

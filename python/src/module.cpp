@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
 #include "erg/measure/temperature_monitor.hpp"
+#include "erg/profile/profile.hpp"
 #include "erg/sim/faults.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
@@ -118,6 +121,176 @@ erg::measure::CpuDomain cpu_domain(const std::string& s) {
 }
 
 erg::PowerDomain gpu_domain(const std::string& s) { return unwrap(erg::parse_power_domain(s)); }
+
+// --- thermally stable profiling (erg::profile) ------------------------------------------------
+// Python callables called from the profiler take the GIL for the call; the profiler runs with it
+// released and takes its seams by reference, so no Python object is copied without the GIL.
+
+/// `f` as a C++ callable that takes the GIL and calls it.
+template <class R = void>
+std::function<R()> py_call(py::object f) {
+  return [f = std::move(f)]() -> R {
+    py::gil_scoped_acquire gil;
+    if constexpr (std::is_void_v<R>)
+      f();
+    else
+      return f().cast<R>();
+  };
+}
+
+/// The profiler's seams: an erg EnergyMonitor (with the inventory it measures), or any object with
+/// sync(), begin_window(), end_window() -> (seconds, joules), cancel_window() and temperature().
+struct ProfileSeams {
+  erg::profile::Meter meter;
+  erg::profile::Environment env;
+  erg::profile::Target target;
+
+  ProfileSeams(py::object target_function, py::object meter_obj, py::object inventory, py::object all_reduce,
+               py::object log) {
+    target = py_call(std::move(target_function));
+    if (py::isinstance<erg::measure::EnergyMonitor>(meter_obj)) {
+      if (inventory.is_none())
+        raise({erg::ErrorCode::kInvalidArgument, "profiling an EnergyMonitor needs its inventory"});
+      meter = erg::profile::monitor_meter(meter_obj.cast<erg::measure::EnergyMonitor&>(),
+                                          inventory.cast<PyInventory&>().inv.gpus);
+    } else {
+      auto ok_call = [](py::object f) -> std::function<erg::Result<void>()> {
+        return [g = py_call(std::move(f))]() -> erg::Result<void> {
+          g();
+          return erg::ok();
+        };
+      };
+      meter.sync = ok_call(meter_obj.attr("sync"));
+      meter.begin_window = ok_call(meter_obj.attr("begin_window"));
+      meter.end_window = [f = py_call<std::pair<double, double>>(
+                              meter_obj.attr("end_window"))]() -> erg::Result<erg::profile::WindowReading> {
+        auto [t, e] = f();
+        return erg::profile::WindowReading{erg::Seconds(t), erg::Joules(e)};
+      };
+      meter.cancel_window = py_call(meter_obj.attr("cancel_window"));
+      meter.temperature = [f = py_call<double>(meter_obj.attr("temperature"))]() -> erg::Result<double> { return f(); };
+    }
+    if (!all_reduce.is_none())
+      env.all_reduce = [f = std::move(all_reduce)](double v, erg::profile::ReduceOp op) -> erg::Result<double> {
+        py::gil_scoped_acquire gil;
+        return f(v, op == erg::profile::ReduceOp::kSum ? "sum" : "max").cast<double>();
+      };
+    if (!log.is_none())
+      env.log = [f = std::move(log)](const std::string& line) {
+        py::gil_scoped_acquire gil;
+        f(line);
+      };
+  }
+};
+
+py::dict to_dict(const erg::profile::TrialResult& t) {
+  py::dict d;
+  d["energy_per_iter"] = t.energy_per_iter.value();
+  d["time_per_iter"] = t.time_per_iter.count();
+  d["total_energy"] = t.total_energy.value();
+  d["total_time"] = t.total_time.count();
+  d["iterations"] = t.iterations;
+  d["temperature_before"] = t.temperature_before;
+  d["temperature_after"] = t.temperature_after;
+  return d;
+}
+
+py::dict to_dict(const erg::profile::SweepReport& r) {
+  py::list entries;
+  for (const auto& e : r.entries) {
+    py::dict d;
+    d["measurement_duration"] = e.measurement_duration.count();
+    d["cooldown_duration"] = e.cooldown_duration.count();
+    py::list trials;
+    for (const auto& t : e.trials) trials.append(to_dict(t));
+    d["trials"] = trials;
+    d["energy_mean"] = e.energy_mean.value();
+    d["energy_std"] = e.energy_std.value();
+    d["avg_temperature_before"] = e.avg_temperature_before;
+    d["avg_temperature_after"] = e.avg_temperature_after;
+    d["avg_total_time"] = e.avg_total_time.count();
+    d["avg_total_energy"] = e.avg_total_energy.value();
+    d["is_valid"] = e.is_valid;
+    entries.append(d);
+  }
+  std::vector<double> values;
+  for (auto v : r.sweep_values) values.push_back(v.count());
+  py::dict d;
+  d["sweep_param"] = py::make_tuple(r.sweep_name, values);
+  d["fixed_param"] = py::make_tuple(r.fixed_name, r.fixed_value.count());
+  d["entries"] = entries;
+  return d;
+}
+
+std::vector<erg::Seconds> to_seconds(const std::optional<std::vector<double>>& v) {
+  std::vector<erg::Seconds> out;
+  if (v)
+    for (double s : *v) out.emplace_back(s);
+  return out;
+}
+
+erg::profile::SweepOptions sweep_options(int num_trials, int num_warmup_trials, double threshold, int warmup_iterations,
+                                         int calibration_iterations, std::optional<double> iteration_duration) {
+  erg::profile::SweepOptions o;
+  o.num_trials = num_trials;
+  o.num_warmup_trials = num_warmup_trials;
+  o.trial_stddev_threshold = erg::Joules(threshold);
+  o.num_warmup_iterations = warmup_iterations;
+  o.num_calibration_iterations = calibration_iterations;
+  if (iteration_duration) o.iteration_duration = erg::Seconds(*iteration_duration);
+  return o;
+}
+
+void bind_profile(py::module_& m) {
+  auto p = m.def_submodule("profile", "Thermally stable profiling (erg::profile); see erg.profile");
+  // Seams: target_function, meter (an EnergyMonitor with its inventory, or a meter object),
+  // all_reduce(value, "sum"|"max") -> float or None, log(line) or None.
+  p.def("measure", [](py::object target, py::object meter, py::object inventory, double measurement_duration,
+                      double cooldown_duration, int warmup_iterations, int calibration_iterations,
+                      std::optional<double> warmup_settle_duration, py::object all_reduce, py::object log) {
+    ProfileSeams s(std::move(target), std::move(meter), std::move(inventory), std::move(all_reduce), std::move(log));
+    erg::profile::MeasureOptions o{warmup_iterations, calibration_iterations, std::nullopt};
+    if (warmup_settle_duration) o.warmup_settle_duration = erg::Seconds(*warmup_settle_duration);
+    erg::Result<erg::profile::TrialResult> r = [&] {
+      py::gil_scoped_release release;
+      return erg::profile::measure(s.target, s.meter, erg::Seconds(measurement_duration),
+                                   erg::Seconds(cooldown_duration), o, s.env);
+    }();
+    return to_dict(unwrap(std::move(r)));
+  });
+  p.def("sweep", [](const std::string& which, py::object target, py::object meter, py::object inventory,
+                    std::optional<std::vector<double>> range, double fixed, int num_trials, int num_warmup_trials,
+                    double threshold, int warmup_iterations, int calibration_iterations,
+                    std::optional<double> iteration_duration, py::object all_reduce, py::object log) {
+    ProfileSeams s(std::move(target), std::move(meter), std::move(inventory), std::move(all_reduce), std::move(log));
+    const auto o = sweep_options(num_trials, num_warmup_trials, threshold, warmup_iterations, calibration_iterations,
+                                 iteration_duration);
+    if (which != "measurement_duration" && which != "cooldown_duration")
+      raise({erg::ErrorCode::kInvalidArgument, "sweep measurement_duration or cooldown_duration"});
+    erg::Result<erg::profile::SweepReport> r = [&] {
+      py::gil_scoped_release release;
+      return which == "measurement_duration" ? erg::profile::profile_measurement_duration(
+                                                   s.target, s.meter, to_seconds(range), erg::Seconds(fixed), o, s.env)
+                                             : erg::profile::profile_cooldown_duration(
+                                                   s.target, s.meter, to_seconds(range), erg::Seconds(fixed), o, s.env);
+    }();
+    return to_dict(unwrap(std::move(r)));
+  });
+  p.def("profile_parameters", [](py::object target, py::object meter, py::object inventory,
+                                 std::optional<std::vector<double>> m_range, std::optional<std::vector<double>> c_range,
+                                 int num_trials, int num_warmup_trials, double threshold, int warmup_iterations,
+                                 int calibration_iterations, py::object all_reduce, py::object log) {
+    ProfileSeams s(std::move(target), std::move(meter), std::move(inventory), std::move(all_reduce), std::move(log));
+    const auto o = sweep_options(num_trials, num_warmup_trials, threshold, warmup_iterations, calibration_iterations,
+                                 std::nullopt);
+    erg::Result<std::pair<erg::profile::SweepReport, erg::profile::SweepReport>> r = [&] {
+      py::gil_scoped_release release;
+      return erg::profile::profile_parameters(s.target, s.meter, to_seconds(m_range), to_seconds(c_range), o, s.env);
+    }();
+    auto both = unwrap(std::move(r));
+    return py::make_tuple(to_dict(both.first), to_dict(both.second));
+  });
+}
 
 // --- EnergyMonitor.begin_window / end_window -------------------------------------------------
 // The two calls a training loop makes per step, as METH_FASTCALL|METH_KEYWORDS methods rather
@@ -742,6 +915,8 @@ PYBIND11_MODULE(_core, m) {
       "monotonic", []() { return seconds(std::chrono::steady_clock::now().time_since_epoch()); },
       "The monitors' clock (CLOCK_MONOTONIC), seconds.");
 
+  bind_profile(m);
+
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
   using erg::sim::Machine;
@@ -803,6 +978,17 @@ PYBIND11_MODULE(_core, m) {
           "set_training_load",
           [](Machine& mach, unsigned gpu, double util) { unwrap(mach.set_load(gpu, erg::sim::Load::training(util))); },
           py::arg("gpu"), py::arg("utilization") = 1.0)
+      .def(
+          "set_thermal_drift",
+          [](Machine& mach, unsigned gpu, double celsius_per_s, double leakage, double max_rise, double tau) {
+            unwrap(mach.set_thermal_drift(gpu, erg::sim::ThermalDrift{celsius_per_s, leakage, max_rise, tau}));
+          },
+          py::arg("gpu"), py::arg("celsius_per_s"), py::arg("leakage_per_celsius") = 0.005,
+          py::arg("max_rise_celsius") = 40.0, py::arg("cooling_time_constant") = 0.0,
+          "Makes the GPU heat while it works (°C per second at full activity), never shedding the heat unless "
+          "cooling_time_constant > 0, and draw leakage_per_celsius more power per °C of it: the energy per unit of "
+          "work rises with its temperature. celsius_per_s=0 ends the drift. Faithful model only.")
+      .def("drift_celsius", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).drift_celsius; })
       .def("true_energy", [](Machine& mach, unsigned gpu) { return unwrap(mach.true_energy(gpu)).value(); })
       .def(
           "sensor_energy_at",

@@ -767,6 +767,24 @@ Result<void> Machine::set_load(unsigned gpu, const Load& load) {
   return ok();
 }
 
+Result<void> Machine::set_thermal_drift(unsigned gpu, const ThermalDrift& drift) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  if (!(drift.celsius_per_s >= 0.0) || !(drift.leakage_per_celsius >= 0.0) || !(drift.max_rise_celsius >= 0.0) ||
+      drift.max_rise_celsius > 100.0 || !(drift.cooling_time_constant_s >= 0.0))
+    return fail(ErrorCode::kInvalidArgument, "a thermal drift needs values ≥ 0 and a max_rise_celsius of at most 100");
+  State* s = impl_->s;
+  Lock lock(s);
+  auto& g = s->gpus[gpu];
+  if (g.faithful == 0) return fail(ErrorCode::kNotSupported, "thermal drift needs the faithful model");
+  detail::advance_gpu(g, detail::sim_now(*s));
+  g.drift_c_per_s = drift.celsius_per_s;
+  g.drift_leak_per_c = drift.leakage_per_celsius;
+  g.drift_max_c = drift.max_rise_celsius;
+  g.drift_tau_s = drift.cooling_time_constant_s;
+  if (drift.celsius_per_s == 0.0) g.drift_c = 0.0;
+  return ok();
+}
+
 Result<std::chrono::nanoseconds> Machine::run_work(unsigned gpu, double work, double utilization) {
   if (!(utilization > 0.0 && utilization <= 1.0))
     return fail(ErrorCode::kInvalidArgument, "run_work needs a utilization within (0, 1]");
@@ -949,6 +967,7 @@ Result<GpuStatus> Machine::status(unsigned gpu) {
   st.persistence = g.persistence != 0;
   st.lost = g.lost != 0;
   st.work_done = g.work;
+  st.drift_celsius = g.drift_c;
   return st;
 }
 

@@ -207,7 +207,13 @@ void physics_step(GpuState& g, std::int64_t t) {
   // The transient rides on the demand and both pass the board's electrical response.
   g.transient_w *= kTrans;
   if (std::abs(g.transient_w) < 1e-3) g.transient_w = 0.0;
-  const double demand = model_power_w(sku, g.clock_mhz, activity(g, t), g.mem_ratio) + g.transient_w;
+  const double a = activity(g, t);
+  if (g.drift_c_per_s > 0.0 || g.drift_c > 0.0) {  // thermal drift (set_thermal_drift): one 1 ms step
+    if (g.drift_tau_s > 0.0) g.drift_c -= g.drift_c * (1e-3 / g.drift_tau_s);
+    g.drift_c = std::clamp(g.drift_c + g.drift_c_per_s * a * 1e-3, 0.0, g.drift_max_c);
+  }
+  const double leakage = 1.0 + g.drift_leak_per_c * g.drift_c;
+  const double demand = model_power_w(sku, g.clock_mhz, a, g.mem_ratio) * leakage + g.transient_w;
   g.elec_w += (demand - g.elec_w) * kElec;
   evaluate(g, t);
 }
@@ -437,7 +443,8 @@ double reading_average_w(const GpuState& g) {
 int reading_temperature_c(const GpuState& g) {
   const Sku& sku = sku_of(g);
   // 30 °C at rest, +45 °C at the maximum power limit: a plausible, monotonic stand-in.
-  return static_cast<int>(std::lround(30.0 + 45.0 * g.instant_w / sku.max_limit_w));
+  // Plus the heat of a thermal drift (set_thermal_drift).
+  return static_cast<int>(std::lround(30.0 + 45.0 * g.instant_w / sku.max_limit_w + g.drift_c));
 }
 
 unsigned reported_clock_mhz(const GpuState& g) { return nearest_sm_clock_mhz(sku_of(g), g.clock_mhz); }

@@ -127,6 +127,16 @@ struct GpuState {
   std::uint32_t snap_power_mw = 0;
   std::uint32_t snap_flags = 0;
   std::int64_t snap_power_wall_us = 0;
+  // --- thermal drift (Machine::set_thermal_drift; faithful model only) ----------------------
+  // A GPU whose cooling cannot keep up: while busy it heats at drift_c_per_s (°C per second at
+  // activity 1), sheds that heat only with drift_tau_s (0: never), up to drift_max_c; its power
+  // at a given clock and activity rises by drift_leak_per_c per °C of that heat (leakage), so the
+  // energy per unit of work rises with it. The reported temperature includes the heat.
+  double drift_c_per_s = 0.0;
+  double drift_leak_per_c = 0.0;
+  double drift_max_c = 0.0;
+  double drift_tau_s = 0.0;
+  double drift_c = 0.0;  // heat so far, °C above the model's temperature
 };
 
 /// One RAPL energy domain: physics, and the counter the hardware exposes.

@@ -169,5 +169,52 @@ TEST_F(Ideal, RealClockRunWorkSleepsUntilDone) {
   EXPECT_FALSE(machine_->advance(1ms)) << "advance needs the virtual clock";
 }
 
+// A thermal drift heats the GPU while it works and, through leakage, raises the energy per unit
+// of work; idle time does not shed the heat (no cooling time constant); ending it drops the heat.
+TEST_F(Ideal, ThermalDriftRaisesTemperatureAndEnergyPerWork) {
+  start("1xA100,cpus=0");  // faithful: the drift acts per physics step
+  auto energy_of = [&](double work) {
+    const double e0 = machine_->true_energy(0)->value();
+    EXPECT_TRUE(machine_->run_work(0, work));
+    return machine_->true_energy(0)->value() - e0;
+  };
+  auto temperature = [&] {
+    unsigned c = 0;
+    EXPECT_EQ(nvml_.nvmlDeviceGetTemperature(dev(0), NVML_TEMPERATURE_GPU, &c), NVML_SUCCESS);
+    return c;
+  };
+  const double steady_a = energy_of(1.0), steady_b = energy_of(1.0);
+  EXPECT_NEAR(steady_b / steady_a, 1.0, 0.01);
+  ASSERT_TRUE(machine_->advance(1s));  // idle (the model's temperature follows the power reading)
+  const unsigned cool = temperature();
+
+  ASSERT_TRUE(machine_->set_thermal_drift(0, ThermalDrift{10.0, 0.01, 40.0, 0.0}));
+  const double first = energy_of(1.0);
+  const double h1 = machine_->status(0)->drift_celsius;
+  const double second = energy_of(1.0);
+  const double h2 = machine_->status(0)->drift_celsius;
+  // The heat rises at 10 °C per second of work (a unit takes a bit over 1 s under the limit).
+  EXPECT_GT(h1, 9.5);
+  EXPECT_NEAR(h2, 2.0 * h1, 0.5);
+  // Energy per unit of work rises by 1 % per °C of the mean heat during each run.
+  EXPECT_NEAR(first / steady_a, 1.0 + 0.01 * h1 / 2.0, 0.015);
+  EXPECT_NEAR(second / steady_a, 1.0 + 0.01 * (h1 + h2) / 2.0, 0.015);
+  ASSERT_TRUE(machine_->advance(5s));  // idle: no cooling without a time constant
+  EXPECT_NEAR(machine_->status(0)->drift_celsius, h2, 0.01);
+  EXPECT_GE(temperature(), cool + static_cast<unsigned>(h2) - 1);
+
+  ASSERT_TRUE(machine_->set_thermal_drift(0, ThermalDrift{}));  // off: the heat is gone
+  EXPECT_EQ(machine_->status(0)->drift_celsius, 0.0);
+  EXPECT_NEAR(energy_of(1.0) / steady_a, 1.0, 0.01);
+
+  EXPECT_EQ(machine_->set_thermal_drift(0, ThermalDrift{-1.0}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(machine_->set_thermal_drift(3, ThermalDrift{1.0}).error().code, ErrorCode::kNotFound);
+}
+
+TEST_F(Ideal, ThermalDriftNeedsTheFaithfulModel) {
+  start("1xA100,cpus=0,ideal");
+  EXPECT_EQ(machine_->set_thermal_drift(0, ThermalDrift{1.0}).error().code, ErrorCode::kNotSupported);
+}
+
 }  // namespace
 }  // namespace erg::sim

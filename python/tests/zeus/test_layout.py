@@ -29,6 +29,8 @@ LAYOUT = {
     "device.common": ["has_sys_admin", "deprecated_alias", "DeprecatedAliasABCMeta"],
     "exception": ["ZeusBaseError"],
     "callback": ["Callback", "CallbackSet"],
+    "profile": ["TrialResult", "SweepResult", "SweepReport", "measure", "profile_measurement_duration",
+                "profile_cooldown_duration", "profile_parameters"],
     "utils": [],
     "utils.framework": ["sync_execution", "torch_is_available", "jax_is_available", "cupy_is_available",
                         "all_reduce", "is_distributed", "get_rank", "get_world_size"],

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -56,6 +57,13 @@ struct Config {
   std::optional<std::string> simulate;
   /// Skip the start-up privilege check (tests that run unprivileged over fakes).
   bool skip_privilege_check = false;
+  /// Give a GPU its default power limit back when the process that set its limit through ergd
+  /// (over the Unix socket) has exited, unless a live process set it since (docs/ergd.md,
+  /// "Power limits come back when their setter exits"). `--no-restore-on-exit` turns it off.
+  bool restore_limits_on_exit = true;
+  /// Where ergd's event lines go (each restored limit); run_main prints them to stderr. Empty:
+  /// dropped.
+  std::function<void(const std::string&)> event_log;
 };
 
 /// The connection limits a configuration means, defaults filled in.

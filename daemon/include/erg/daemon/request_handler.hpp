@@ -20,6 +20,12 @@ struct Peer {
   bool unix_socket = false;
   std::optional<uid_t> uid;  ///< SO_PEERCRED on the Unix socket.
   std::optional<gid_t> gid;
+  /// SO_PEERCRED: the process that connected (unset over TCP, or when it lives in a pid
+  /// namespace ergd cannot see).
+  std::optional<pid_t> pid;
+  /// The connection's socket while its request is dispatched (-1: none, e.g. tests calling
+  /// dispatch()); the gpu-control group asks it for the peer's pidfd (SO_PEERPIDFD).
+  int socket_fd = -1;
 };
 
 /// An SSE stream a reply asks the connection to run. Opaque to the server: it hands the spec

@@ -40,7 +40,24 @@ struct GpuStatus {
   Watts mean_power;              ///< steady power of the load at the current clock (no noise, ripple averaged)
   bool persistence = false;
   bool lost = false;
-  double work_done = 0.0;  ///< work units completed (1 unit = 1 s at full clock, util 1)
+  double work_done = 0.0;      ///< work units completed (1 unit = 1 s at full clock, util 1)
+  double drift_celsius = 0.0;  ///< heat of a thermal drift so far (set_thermal_drift), °C
+};
+
+/// A GPU whose cooling cannot keep up (a failing fan, a clogged heat sink, a hot aisle), for
+/// tests of thermally stable profiling. The model, per 1 ms physics step:
+///   heat += celsius_per_s · activity · 1 ms − heat · 1 ms / cooling_time_constant_s,
+///   clamped to [0, max_rise_celsius];
+///   power = model power at the clock and activity · (1 + leakage_per_celsius · heat).
+/// So the GPU gets hotter the more it works, and, as a hot chip leaks more current, draws more
+/// power for the same work at the same clock: the energy per unit of work rises with its
+/// temperature. The reported temperature is the model's plus the heat. The power-limit control
+/// loop does not see the leakage (the GPU may exceed its limit by that share). Faithful model only.
+struct ThermalDrift {
+  double celsius_per_s = 0.0;            ///< heating while busy, at activity 1; 0 turns the drift off
+  double leakage_per_celsius = 0.005;    ///< relative power added per °C (0.5 %/°C)
+  double max_rise_celsius = 40.0;        ///< the heat stops rising here
+  double cooling_time_constant_s = 0.0;  ///< time constant of shedding the heat; 0: never (idle does not cool it)
 };
 
 /// A load on a GPU. Activity is `utilization`, except in the last `ripple_duty` share of every
@@ -146,6 +163,10 @@ class Machine {
   Result<std::chrono::nanoseconds> run_work(unsigned gpu, double work, const Load& load);
   /// Mean package and DRAM power from now (the model adds noise).
   Result<void> set_cpu_power(unsigned cpu, Watts package, Watts dram);
+  /// Gives the GPU a thermal drift from now (see ThermalDrift); celsius_per_s = 0 ends it and
+  /// drops its heat. InvalidArgument for negative values or a max_rise_celsius over 100;
+  /// NotSupported on the ideal model (it has no physics steps).
+  Result<void> set_thermal_drift(unsigned gpu, const ThermalDrift& drift);
 
   // --- ground truth ------------------------------------------------------------------------
   /// The model options the machine was created with.
