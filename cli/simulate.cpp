@@ -5,6 +5,7 @@
 //   erg simulate load --profile steps.json
 //     {"steps": [{"seconds": 1, "util": 0.5, "gpus": [0], "step_ms": 230, "ripple": 0.35, "duty": 0.2}, ...]}
 //   erg simulate fault backwards|reset|error|errors3|timeout|lost|clear --gpus 0 [--joules 200]
+//   erg simulate zeus ... (simulate_zeus.cpp: replays Zeus's traces, needs no simulated machine)
 
 #include <fstream>
 #include <iostream>
@@ -74,8 +75,11 @@ std::vector<LoadStep> read_profile(const std::string& path) {
 }  // namespace
 
 void add_simulate_command(CLI::App& app, Context& ctx) {
-  auto* sim = app.add_subcommand("simulate", "Drive the simulated machine (needs --simulate or ERG_SIMULATE)");
+  auto* sim = app.add_subcommand(
+      "simulate",
+      "Drive the simulated machine (load, fault: need --simulate or ERG_SIMULATE) or replay Zeus's traces (zeus)");
   sim->require_subcommand(1);
+  add_simulate_zeus_command(*sim, ctx);
   auto* load = sim->add_subcommand("load", "Run a load on simulated GPUs for a while, then return them to idle");
   struct Opts {
     std::vector<unsigned> gpus;
