@@ -28,7 +28,7 @@
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
 #include "erg/measure/temperature_monitor.hpp"
-#include "erg/profile/profile.hpp"
+#include "erg/optimizers/profile/profile.hpp"
 #include "erg/sim/faults.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"

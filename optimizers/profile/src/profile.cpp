@@ -1,4 +1,4 @@
-#include "erg/profile/profile.hpp"
+#include "erg/optimizers/profile/profile.hpp"
 
 #include <algorithm>
 #include <cmath>

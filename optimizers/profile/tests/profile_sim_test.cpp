@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "erg/profile/profile.hpp"
+#include "erg/optimizers/profile/profile.hpp"
 #include "virtual_rig.hpp"
 
 namespace erg::profile {

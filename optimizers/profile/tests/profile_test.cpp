@@ -2,7 +2,7 @@
 // moves the clock by a fixed time, a trial's energy comes from a script, and cooldowns move the
 // clock instead of sleeping (so the default 10 s cooldowns cost nothing).
 
-#include "erg/profile/profile.hpp"
+#include "erg/optimizers/profile/profile.hpp"
 
 #include <gtest/gtest.h>
 
