@@ -60,6 +60,8 @@ void add_energy_command(CLI::App& app, Context& ctx);
 void add_power_command(CLI::App& app, Context& ctx);
 /// Registers `erg simulate`.
 void add_simulate_command(CLI::App& app, Context& ctx);
+/// Registers `erg optimize` (power-limit).
+void add_optimize_command(CLI::App& app, Context& ctx);
 
 /// Parses argv and runs the chosen subcommand. Never throws.
 int run(int argc, char** argv);
