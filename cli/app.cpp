@@ -83,6 +83,7 @@ int run(int argc, char** argv) {
   add_energy_command(app, ctx);
   add_power_command(app, ctx);
   add_simulate_command(app, ctx);
+  add_optimize_command(app, ctx);
 
   try {
     app.parse(argc, argv);

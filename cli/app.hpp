@@ -63,6 +63,9 @@ void add_simulate_command(CLI::App& app, Context& ctx);
 /// Registers `erg simulate zeus` under `erg simulate` (simulate_zeus.cpp).
 void add_simulate_zeus_command(CLI::App& simulate, Context& ctx);
 
+/// Registers `erg optimize` (power-limit).
+void add_optimize_command(CLI::App& app, Context& ctx);
+
 /// Parses argv and runs the chosen subcommand. Never throws.
 int run(int argc, char** argv);
 

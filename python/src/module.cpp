@@ -28,6 +28,7 @@
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
 #include "erg/measure/temperature_monitor.hpp"
+#include "erg/optimizers/power_limit/optimizer.hpp"
 #include "erg/optimizers/profile/profile.hpp"
 #include "erg/sim/faults.hpp"
 #include "erg/sim/machine.hpp"
@@ -431,6 +432,217 @@ PyMethodDef g_end_window_def = {
     METH_FASTCALL | METH_KEYWORDS,
     "end_window(name, sync_execution=True, cancel=False)\n\nEnds window ``name`` and returns its Measurement "
     "(None when ``cancel``)."};
+
+// --- the power-limit optimizer (erg::power_limit) -------------------------------------------------
+
+namespace pl = erg::power_limit;
+
+/// Windows of a Python object with begin_window(name), end_window(name) -> (energy J, time s) and
+/// cancel_window(name). A Python exception is kept and raised again by the binding that drove
+/// the optimizer (the C++ state machine sees an error value, never an exception).
+class PyWindows final : public pl::ProfileWindows {
+ public:
+  explicit PyWindows(py::object obj) : obj_(std::move(obj)) {}
+  ~PyWindows() override {
+    py::gil_scoped_acquire gil;
+    obj_ = py::object();
+    pending_.reset();
+  }
+  erg::Result<void> begin_window(const std::string& name) override {
+    return call([&] { obj_.attr("begin_window")(name); });
+  }
+  erg::Result<pl::WindowFigures> end_window(const std::string& name) override {
+    pl::WindowFigures f;
+    auto r = call([&] {
+      auto t = obj_.attr("end_window")(name).cast<std::pair<double, double>>();
+      f = pl::WindowFigures{erg::Joules(t.first), erg::Seconds(t.second)};
+    });
+    if (!r) return erg::fail(r.error());
+    return f;
+  }
+  erg::Result<void> cancel_window(const std::string& name) override {
+    return call([&] { obj_.attr("cancel_window")(name); });
+  }
+  /// Raises the kept Python exception, if any.
+  void reraise() {
+    if (pending_) {
+      auto e = std::move(pending_);
+      pending_.reset();
+      e->restore();
+      throw py::error_already_set();
+    }
+  }
+  template <class F>
+  erg::Result<void> call(F&& f) {
+    try {
+      f();
+      return erg::ok();
+    } catch (py::error_already_set& e) {
+      const std::string what = e.what();
+      pending_ = std::make_unique<py::error_already_set>(std::move(e));
+      return erg::fail(erg::ErrorCode::kInternal, what);
+    }
+  }
+
+ private:
+  py::object obj_;
+  std::unique_ptr<py::error_already_set> pending_;
+};
+
+struct PyOptimizer {
+  std::shared_ptr<PyWindows> windows;
+  std::unique_ptr<pl::PowerLimitOptimizer> opt;
+  /// Raises the Python exception a callback raised, else erg's error.
+  void check(erg::Result<void> r) {
+    windows->reraise();
+    unwrap(std::move(r));
+  }
+};
+
+py::object state_tuple(const pl::State& s) {
+  py::dict d;
+  if (const auto* r = std::get_if<pl::Ready>(&s)) {
+    d["next_power_limit"] = static_cast<long long>(r->next_power_limit.value());
+    d["steps"] = r->steps;
+  } else if (const auto* w = std::get_if<pl::Warmup>(&s)) {
+    d["current_power_limit"] = static_cast<long long>(w->current_power_limit.value());
+    d["steps"] = w->steps;
+  } else if (const auto* p = std::get_if<pl::Profiling>(&s)) {
+    d["current_power_limit"] = static_cast<long long>(p->current_power_limit.value());
+    d["steps"] = p->steps;
+  } else if (const auto* dn = std::get_if<pl::Done>(&s)) {
+    d["optimal_power_limit"] = static_cast<long long>(dn->optimal_power_limit.value());
+  }
+  return py::make_tuple(std::string(pl::state_name(s)), d);
+}
+
+std::vector<pl::PowerLimitMeasurement> to_measurements(const std::vector<std::tuple<double, double, double>>& v) {
+  std::vector<pl::PowerLimitMeasurement> out;
+  for (const auto& [w, e, t] : v) out.push_back({erg::Watts(w), erg::Joules(e), erg::Seconds(t)});
+  return out;
+}
+std::vector<std::tuple<double, double, double>> from_measurements(const std::vector<pl::PowerLimitMeasurement>& v) {
+  std::vector<std::tuple<double, double, double>> out;
+  for (const auto& m : v) out.emplace_back(m.power_limit.value(), m.energy.value(), m.time.count());
+  return out;
+}
+
+void add_power_limit(py::module_& m) {
+  auto sub = m.def_submodule("power_limit", "The power-limit optimizer (erg::power_limit)");
+  py::class_<pl::OptimumSelector, std::shared_ptr<pl::OptimumSelector>>(sub, "Selector")
+      .def(
+          "select",
+          [](const pl::OptimumSelector& s, const std::vector<std::tuple<double, double, double>>& ms) {
+            return unwrap(s.select(to_measurements(ms))).value();
+          },
+          py::arg("measurements"), "The pick (W) from (power_limit W, energy J, time s) tuples.")
+      .def("describe", &pl::OptimumSelector::describe);
+  sub.def("energy_selector", &pl::energy_selector);
+  sub.def("time_selector", &pl::time_selector);
+  sub.def(
+      "zeus_cost_selector", [](double eta, unsigned world) { return unwrap(pl::zeus_cost_selector(eta, world)); },
+      py::arg("eta"), py::arg("world_size"));
+  sub.def(
+      "max_slowdown_selector", [](double factor) { return unwrap(pl::max_slowdown_selector(factor)); },
+      py::arg("factor"));
+  sub.def(
+      "load_profile", [](const std::filesystem::path& p) { return from_measurements(unwrap(pl::load_profile(p))); },
+      py::arg("path"));
+  sub.def(
+      "save_profile",
+      [](const std::filesystem::path& p, const std::vector<std::tuple<double, double, double>>& ms) {
+        unwrap(pl::save_profile(p, to_measurements(ms)));
+      },
+      py::arg("path"), py::arg("measurements"));
+
+  py::class_<PyOptimizer>(sub, "Optimizer")
+      .def(py::init([](std::vector<std::shared_ptr<erg::Gpu>> gpus, py::object windows,
+                       std::optional<py::object> selector, unsigned wait_steps, unsigned warmup_steps,
+                       unsigned profile_steps, double pl_step, std::optional<std::filesystem::path> profile_path,
+                       std::optional<py::function> reduce, std::optional<py::function> log, bool restore_on_signals) {
+             auto w = std::make_shared<PyWindows>(std::move(windows));
+             pl::OptimizerOptions o;
+             o.wait_steps = wait_steps;
+             o.warmup_steps = warmup_steps;
+             o.profile_steps = profile_steps;
+             o.pl_step = erg::Watts(pl_step);
+             o.profile_path = std::move(profile_path);
+             o.restore_on_signals = restore_on_signals;
+             if (selector && !selector->is_none()) {
+               if (py::isinstance<pl::OptimumSelector>(*selector)) {
+                 o.selector = selector->cast<std::shared_ptr<pl::OptimumSelector>>();
+               } else {  // a Python object with select(measurements) -> W
+                 auto fn = std::make_shared<py::object>(*selector);
+                 auto holder = std::shared_ptr<py::object>(fn.get(), [fn](py::object*) mutable {
+                   py::gil_scoped_acquire gil;
+                   fn.reset();
+                 });
+                 std::weak_ptr<PyWindows> keep = w;
+                 o.selector = pl::function_selector(
+                     [holder, keep](const std::vector<pl::PowerLimitMeasurement>& ms) -> erg::Result<erg::Watts> {
+                       auto win = keep.lock();
+                       if (!win) return erg::fail(erg::ErrorCode::kInternal, "optimizer gone");
+                       double pick = 0;
+                       auto r = win->call([&] { pick = holder->attr("select")(from_measurements(ms)).cast<double>(); });
+                       if (!r) return erg::fail(r.error());
+                       return erg::Watts(pick);
+                     },
+                     py::str(py::type::of(*selector).attr("__name__")));
+               }
+             }
+             if (reduce) {
+               auto fn = std::make_shared<py::function>(std::move(*reduce));
+               std::weak_ptr<PyWindows> keep = w;
+               o.reduce = [fn, keep](const pl::WindowFigures& f) -> erg::Result<pl::WindowFigures> {
+                 auto win = keep.lock();
+                 if (!win) return erg::fail(erg::ErrorCode::kInternal, "optimizer gone");
+                 pl::WindowFigures out;
+                 auto r = win->call([&] {
+                   auto t = (*fn)(f.energy.value(), f.time.count()).cast<std::pair<double, double>>();
+                   out = pl::WindowFigures{erg::Joules(t.first), erg::Seconds(t.second)};
+                 });
+                 if (!r) return erg::fail(r.error());
+                 return out;
+               };
+             }
+             if (log) {
+               auto fn = std::make_shared<py::function>(std::move(*log));
+               o.log = [fn](const std::string& line) { (*fn)(line); };
+             }
+             auto opt = pl::PowerLimitOptimizer::create(std::move(gpus), w, std::move(o));
+             w->reraise();
+             return PyOptimizer{w, unwrap(std::move(opt))};
+           }),
+           py::arg("gpus"), py::arg("windows"), py::arg("selector") = py::none(), py::arg("wait_steps") = 1,
+           py::arg("warmup_steps") = 10, py::arg("profile_steps") = 40, py::arg("pl_step") = 25.0,
+           py::arg("profile_path") = py::none(), py::arg("reduce") = py::none(), py::arg("log") = py::none(),
+           py::arg("restore_on_signals") = true)
+      .def("on_step_begin", [](PyOptimizer& o) { o.check(o.opt->on_step_begin()); })
+      .def("on_epoch_end", [](PyOptimizer& o) { o.check(o.opt->on_epoch_end()); })
+      .def("restore", [](PyOptimizer& o) { unwrap(o.opt->restore()); })
+      .def_property_readonly("state", [](const PyOptimizer& o) { return state_tuple(o.opt->state()); })
+      .def_property_readonly("power_limits",
+                             [](const PyOptimizer& o) {
+                               std::vector<long long> v;
+                               for (auto l : o.opt->power_limits()) v.push_back(static_cast<long long>(l.value()));
+                               return v;
+                             })
+      .def_property_readonly("measurements",
+                             [](const PyOptimizer& o) { return from_measurements(o.opt->measurements()); })
+      .def_property_readonly("limits_set",
+                             [](const PyOptimizer& o) {
+                               std::vector<long long> v;
+                               for (auto l : o.opt->limits_set()) v.push_back(static_cast<long long>(l.value()));
+                               return v;
+                             })
+      .def_property_readonly("current_power_limit",
+                             [](const PyOptimizer& o) -> std::optional<long long> {
+                               auto c = o.opt->current_power_limit();
+                               if (!c) return std::nullopt;
+                               return static_cast<long long>(c->value());
+                             })
+      .def_property_readonly("selector", [](const PyOptimizer& o) { return o.opt->selector().describe(); });
+}
 
 }  // namespace
 
@@ -1027,10 +1239,47 @@ PYBIND11_MODULE(_core, m) {
           "call fails), errors3, timeout (until cleared), lost (until cleared).")
       .def(
           "clear_faults", [](Machine& mach, unsigned gpu) { unwrap(erg::sim::clear_faults(mach, gpu)); },
-          py::arg("gpu"), "Ends the GPU's errors, timeout and loss.");
+          py::arg("gpu"), "Ends the GPU's errors, timeout and loss.")
+      .def(
+          "set_privilege",
+          [](Machine& mach, const std::string& who) {
+            if (who == "root")
+              mach.set_privilege(erg::sim::Privilege::kRootOnly);
+            else if (who == "everyone")
+              mach.set_privilege(erg::sim::Privilege::kEveryone);
+            else if (who == "nobody")
+              mach.set_privilege(erg::sim::Privilege::kNobody);
+            else
+              raise(erg::Error{erg::ErrorCode::kInvalidArgument, "privilege: root, everyone or nobody"});
+          },
+          py::arg("who"), "Who may call the simulated setters: 'root' (default), 'everyone', 'nobody'.")
+      .def(
+          "power_limit",
+          [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).power_limit.value() / 1000.0; },
+          py::arg("gpu"), "The GPU's current power limit, W.")
+      .def(
+          "power_limit_log",
+          [](const Machine& mach) {
+            py::list out;
+            for (const auto& c : mach.power_limit_log()) {
+              py::dict d;
+              d["gpu"] = c.gpu;
+              d["limit_w"] = c.limit.value() / 1000.0;
+              d["time"] = seconds(c.time);
+              d["ok"] = c.ok();
+              d["nvml_return"] = c.nvml_return;
+              out.append(std::move(d));
+            }
+            return out;
+          },
+          "Every nvmlDeviceSetPowerManagementLimit call the simulated driver answered, in order (any "
+          "process): dicts gpu, limit_w, time, ok, nvml_return.")
+      .def("clear_power_limit_log", &Machine::clear_power_limit_log);
   sim.attr("FAULTS") = [] {
     std::vector<std::string> names;
     for (auto f : erg::sim::kAllFaults) names.emplace_back(erg::sim::fault_name(f));
     return names;
   }();
+
+  add_power_limit(m);
 }

@@ -1060,6 +1060,27 @@ Result<std::uint64_t> Machine::lock_free_reads(unsigned gpu) {
   return all > locked ? all - locked : 0;
 }
 
+std::vector<PowerLimitCall> Machine::power_limit_log(std::uint64_t* dropped) const {
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  const std::uint64_t n = s->limit_log_count;
+  const std::uint64_t first = n > detail::kLimitLogSize ? n - detail::kLimitLogSize : 0;
+  if (dropped != nullptr) *dropped = first;
+  std::vector<PowerLimitCall> out;
+  out.reserve(static_cast<std::size_t>(n - first));
+  for (std::uint64_t k = first; k < n; ++k) {
+    const auto& e = s->limit_log[k % detail::kLimitLogSize];
+    out.push_back(PowerLimitCall{e.gpu, MilliWatts(e.limit_mw), std::chrono::nanoseconds(e.time_ns), e.nvml_return});
+  }
+  return out;
+}
+
+void Machine::clear_power_limit_log() {
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  s->limit_log_count = 0;
+}
+
 }  // namespace erg::sim
 
 namespace erg::sim {

@@ -42,6 +42,8 @@ inline constexpr unsigned kPathSize = 4096;
 inline constexpr std::int64_t kStepNs = 1'000'000;
 /// RAPL update period: the MSR time unit, 2^-10 s (hardware.md §4.3: "about every 1 ms").
 inline constexpr std::int64_t kRaplPeriodNs = 976'562;
+/// nvmlDeviceSetPowerManagementLimit calls kept in the machine's ordered log (the latest ones).
+inline constexpr unsigned kLimitLogSize = 4096;
 
 struct FaultSlot {
   std::int32_t call = -1;  // SimCall value; -1 = free slot
@@ -139,6 +141,15 @@ struct GpuState {
   double drift_c = 0.0;  // heat so far, °C above the model's temperature
 };
 
+/// One nvmlDeviceSetPowerManagementLimit call the driver answered, in the machine's ordered log.
+struct LimitLogEntry {
+  std::int64_t time_ns = 0;  // sim time of the call
+  std::uint32_t gpu = 0;
+  std::uint32_t limit_mw = 0;
+  std::int32_t nvml_return = 0;
+  std::int32_t pad = 0;
+};
+
 /// One RAPL energy domain: physics, and the counter the hardware exposes.
 struct RaplDomain {
   double power_w = 0.0;        // mean power (set by the control API)
@@ -189,6 +200,10 @@ struct State {
   char powercap_root[kPathSize] = {};
   GpuState gpus[kMaxGpus];
   CpuState cpus[kMaxCpus];
+  // Every nvmlDeviceSetPowerManagementLimit call the driver answered, machine-wide, in call order
+  // (under the lock): entry k sits at limit_log[k % kLimitLogSize]; limit_log_count counts all.
+  std::uint64_t limit_log_count = 0;
+  LimitLogEntry limit_log[kLimitLogSize];
 };
 
 /// CLOCK_MONOTONIC in ns.

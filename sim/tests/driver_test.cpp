@@ -424,5 +424,52 @@ TEST_F(Driver, ConcurrentReadersAndControlEvents) {
   EXPECT_EQ(limit, 150'000u + 5'000u * 9u);
 }
 
+TEST_F(Driver, PowerLimitLogKeepsEveryAnsweredCallInOrder) {
+  start("2xA100,cpus=0");
+  machine_->set_privilege(Privilege::kEveryone);
+  EXPECT_TRUE(machine_->power_limit_log().empty());
+  EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(1), 300000), NVML_SUCCESS);
+  ASSERT_TRUE(machine_->advance(5ms));
+  EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(0), 250000), NVML_SUCCESS);
+  EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(0), 50000), NVML_ERROR_INVALID_ARGUMENT);
+  machine_->set_privilege(Privilege::kNobody);
+  EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(1), 200000), NVML_ERROR_NO_PERMISSION);
+  // A call failed by an injected fault never reaches the setter: not logged.
+  ASSERT_TRUE(machine_->inject_error(0, SimCall::kSetPowerManagementLimit, NVML_ERROR_UNKNOWN, 1));
+  EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(0), 200000), NVML_ERROR_UNKNOWN);
+
+  std::uint64_t dropped = 99;
+  const auto log = machine_->power_limit_log(&dropped);
+  EXPECT_EQ(dropped, 0u);
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[0].gpu, 1u);
+  EXPECT_EQ(log[0].limit.value(), 300000.0);
+  EXPECT_TRUE(log[0].ok());
+  EXPECT_EQ(log[1].gpu, 0u);
+  EXPECT_EQ(log[1].limit.value(), 250000.0);
+  EXPECT_EQ(log[1].time - log[0].time, 5ms);
+  EXPECT_EQ(log[2].nvml_return, NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(log[3].nvml_return, NVML_ERROR_NO_PERMISSION);
+  EXPECT_EQ(log[3].gpu, 1u);
+  EXPECT_EQ(machine_->status(0)->power_limit.value(), 250000.0);
+
+  // Another process attached to the same state sees the same log.
+  auto other = Machine::attach(machine_->state_file());
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_EQ((*other)->power_limit_log().size(), 4u);
+  machine_->clear_power_limit_log();
+  EXPECT_TRUE((*other)->power_limit_log().empty());
+
+  // Only the latest 4096 calls are kept; the rest are counted as dropped.
+  machine_->set_privilege(Privilege::kEveryone);
+  for (unsigned k = 0; k < 4100; ++k)
+    ASSERT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(0), 100000 + (k % 300) * 1000), NVML_SUCCESS);
+  const auto full = machine_->power_limit_log(&dropped);
+  EXPECT_EQ(dropped, 4u);
+  ASSERT_EQ(full.size(), 4096u);
+  EXPECT_EQ(full.front().limit.value(), 100000.0 + 4 * 1000);
+  EXPECT_EQ(full.back().limit.value(), 100000.0 + (4099 % 300) * 1000);
+}
+
 }  // namespace
 }  // namespace erg::sim

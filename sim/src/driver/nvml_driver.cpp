@@ -534,12 +534,18 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t device, unsigned int limit) {
   return device_call(device, SimCall::kSetPowerManagementLimit, [&](State& s, GpuState& g) {
     const Sku& sku = detail::sku_of(g);
+    auto answer = [&](nvmlReturn_t rc) {  // into the machine's ordered log of limit calls
+      auto& e = s.limit_log[s.limit_log_count++ % detail::kLimitLogSize];
+      e = detail::LimitLogEntry{detail::sim_now(s), static_cast<std::uint32_t>(&g - s.gpus), limit,
+                                static_cast<std::int32_t>(rc), 0};
+      return rc;
+    };
     // Arguments are checked before privilege (as the client library validates first).
-    if (limit < sku.min_limit_w * 1000u || limit > sku.max_limit_w * 1000u) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!privileged(s)) return NVML_ERROR_NO_PERMISSION;
+    if (limit < sku.min_limit_w * 1000u || limit > sku.max_limit_w * 1000u) return answer(NVML_ERROR_INVALID_ARGUMENT);
+    if (!privileged(s)) return answer(NVML_ERROR_NO_PERMISSION);
     g.limit_mw = limit;
     detail::controls_changed(g);  // the control loop moves the clock from here on
-    return NVML_SUCCESS;
+    return answer(NVML_SUCCESS);
   });
 }
 

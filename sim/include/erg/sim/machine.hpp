@@ -89,6 +89,15 @@ struct SensorInfo {
   std::chrono::nanoseconds next_update{0};  ///< sim time of the next one
 };
 
+/// One nvmlDeviceSetPowerManagementLimit call the simulated driver answered.
+struct PowerLimitCall {
+  unsigned gpu = 0;                  ///< GPU index on the machine
+  MilliWatts limit;                  ///< the limit asked for
+  std::chrono::nanoseconds time{0};  ///< sim time of the call
+  int nvml_return = 0;               ///< 0 (NVML_SUCCESS): the limit was set; else why not
+  [[nodiscard]] bool ok() const { return nvml_return == 0; }
+};
+
 class Machine {
  public:
   /// Creates a new simulation in `dir` (created if missing): the state file `dir/state`
@@ -207,6 +216,13 @@ class Machine {
   /// How many of those calls were answered from the GPU's published readings without taking
   /// the state's lock (sensor reads between two sensor updates with no control event between).
   Result<std::uint64_t> lock_free_reads(unsigned gpu);
+  /// Every nvmlDeviceSetPowerManagementLimit call the driver answered (from any process), in call
+  /// order across all GPUs: the exact sequence of limits set, refusals included (out of range, no
+  /// privilege; calls failed by inject_error never reach it). Keeps the latest 4096 calls;
+  /// `dropped` (if given) receives how many older ones fell out.
+  [[nodiscard]] std::vector<PowerLimitCall> power_limit_log(std::uint64_t* dropped = nullptr) const;
+  /// Empties the power-limit log.
+  void clear_power_limit_log();
 
  private:
   struct Impl;
