@@ -26,6 +26,7 @@
 #include "erg/client/connection.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/powercap_tree.hpp"
+#include "erg/sim/sku.hpp"
 #include "erg/sim/spec.hpp"
 #include "process.hpp"
 
@@ -479,6 +480,38 @@ TEST_F(ErgdProcess, TokenIssuedByErgdOpensTheTcpListener) {
                                       "/short.key --user alice --scope gpu-read");
   EXPECT_EQ(short_key.exit_code, 1);
   EXPECT_NE(short_key.err.find("too short"), std::string::npos) << short_key.err;
+}
+
+// Issue 15: a power-limit optimizer killed with SIGKILL in the middle of profiling cannot restore
+// anything itself; ergd, through which it set the limits (user nobody: the simulated driver
+// refuses its own setter calls), puts every GPU back at its default once the process is gone.
+TEST_F(ErgdProcess, ASigkilledPowerLimitOptimizerLeavesEveryGpuAtItsDefault) {
+  auto ergd = start_ergd();
+  const double default_w = sim::lookup_sku("A100")->default_limit_w;
+  machine_->clear_power_limit_log();
+  // setpriv execs in place (runuser would fork), so the child's pid is erg's own.
+  Child erg({"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "env",
+             "ERG_DAEMON_SOCK=" + socket_, ERG_CLI_PATH, "optimize", "power-limit", "--warmup-steps", "2",
+             "--profile-steps", "50", "--", "sh", "-c", "while :; do echo step >&$ERG_OPTIMIZER_FD; sleep 0.02; done"},
+            dir_.path() + "/optimize.log");
+  // Profiling has begun once every GPU runs below its default.
+  auto all_below = [&] {
+    for (unsigned g = 0; g < 4; ++g)
+      if (limit_w(g) >= default_w) return false;
+    return true;
+  };
+  for (int i = 0; i < 1000 && !all_below(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(all_below()) << erg.output() << ergd->output();
+  const auto calls = machine_->power_limit_log();
+  ASSERT_FALSE(calls.empty());
+  ::kill(erg.pid, SIGKILL);
+  EXPECT_EQ(erg.wait_exit(), 128 + SIGKILL);
+  for (int i = 0; i < 300 && all_below(); ++i) std::this_thread::sleep_for(10ms);
+  for (unsigned g = 0; g < 4; ++g) {
+    for (int i = 0; i < 300 && limit_w(g) != default_w; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(limit_w(g), default_w) << "GPU " << g << "\n" << ergd->output();
+  }
+  EXPECT_NE(ergd->output().find("restored the default limit"), std::string::npos) << ergd->output();
 }
 
 TEST_F(ErgdProcess, PrometheusScrapesEnergyCounters) {
