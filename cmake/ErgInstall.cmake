@@ -38,6 +38,9 @@ endforeach()
 # The simulated driver, where sim::Machine::driver_library_path() looks for it in an install.
 if(TARGET erg_sim_nvml)
   install(TARGETS erg_sim_nvml LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/erg/sim)
+  if(TARGET erg_sim_amdsmi)
+    install(TARGETS erg_sim_amdsmi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/erg/sim)
+  endif()
   target_compile_definitions(erg_sim PRIVATE
     ERG_SIM_INSTALL_DRIVER_PATH="${CMAKE_INSTALL_FULL_LIBDIR}/erg/sim/libnvidia-ml.so.1")
 endif()
