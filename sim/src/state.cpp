@@ -193,7 +193,8 @@ void evaluate(GpuState& g, std::int64_t t) {
   const double a = activity(g, t);
   const double noise =
       (kNoiseRel * g.elec_w + kNoiseAbsW) * gauss(key(g.seed, kSaltNoise, static_cast<std::uint64_t>(g.step_index)));
-  g.power_w = std::max(0.0, g.elec_w + noise);
+  // A dual-die card's second die draws nothing of its own (its power is the card's, on die 0).
+  g.power_w = sku.secondary_die ? 0.0 : std::max(0.0, g.elec_w + noise);
   g.work_rate = a * model_speed(sku, g.clock_mhz, g.mem_ratio);
 }
 
