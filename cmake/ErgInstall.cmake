@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 
 # Library target -> the name it has in the package (erg::<name>).
 set(ERG_EXPORTED
-  erg_core:core erg_nvml:nvml erg_rapl:rapl erg_backends:backends erg_measure:measure
+  erg_core:core erg_nvml:nvml erg_amdsmi:amdsmi erg_rapl:rapl erg_backends:backends erg_measure:measure
   erg_sim_engine:sim_engine erg_sim_tree:sim_tree erg_sim:sim
   erg_protocol:protocol erg_client_conn:client_conn erg_client_remote:client_remote
   erg_devices:devices erg_batch_size:batch_size erg_zeus_sim:zeus_sim erg_profile:profile
@@ -27,7 +27,7 @@ install(TARGETS ${ERG_INSTALL_TARGETS} EXPORT ergTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(dir core backends backends/nvml backends/rapl measure sim protocol client devices
+foreach(dir core backends backends/nvml backends/amdsmi backends/rapl measure sim protocol client devices
     optimizers/batch_size optimizers/zeus_sim optimizers/profile optimizers/power_limit)
   if(EXISTS ${PROJECT_SOURCE_DIR}/${dir}/include/erg)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
@@ -38,6 +38,9 @@ endforeach()
 # The simulated driver, where sim::Machine::driver_library_path() looks for it in an install.
 if(TARGET erg_sim_nvml)
   install(TARGETS erg_sim_nvml LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/erg/sim)
+  if(TARGET erg_sim_amdsmi)
+    install(TARGETS erg_sim_amdsmi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/erg/sim)
+  endif()
   target_compile_definitions(erg_sim PRIVATE
     ERG_SIM_INSTALL_DRIVER_PATH="${CMAKE_INSTALL_FULL_LIBDIR}/erg/sim/libnvidia-ml.so.1")
 endif()
@@ -51,7 +54,7 @@ install(FILES ${PROJECT_BINARY_DIR}/ergConfig.cmake ${PROJECT_BINARY_DIR}/ergCon
 
 # pkg-config: the static libraries in link order (dependents first).
 set(ERG_PC_LIBS)
-foreach(target erg_power_limit erg_profile erg_zeus_sim erg_batch_size erg_devices erg_client_remote erg_client_conn erg_protocol erg_backends erg_nvml erg_rapl
+foreach(target erg_power_limit erg_profile erg_zeus_sim erg_batch_size erg_devices erg_client_remote erg_client_conn erg_protocol erg_backends erg_nvml erg_amdsmi erg_rapl
                erg_measure erg_sim erg_sim_tree erg_sim_engine erg_core)
   if(TARGET ${target})
     string(APPEND ERG_PC_LIBS " -l${target}")

@@ -104,12 +104,14 @@ Result<MachineSpec> spec_from_state(const State& s) {
   spec.model.seed = s.seed;
   spec.model.timestamps = s.stamp_update_time ? TimestampMeaning::kUpdateTime : TimestampMeaning::kReadTime;
   spec.model.rapl_start = static_cast<RaplStart>(s.rapl_start);
+  spec.model.amdsmi_abi = static_cast<unsigned>(s.amdsmi_abi);
   for (unsigned i = 0; i < s.gpu_count; ++i) {
     const auto& g = s.gpus[i];
     if (g.sku_index < 0 || static_cast<std::size_t>(g.sku_index) >= all_skus().size())
       return fail(ErrorCode::kIo, "simulated machine state is corrupt (GPU " + std::to_string(i) + ")");
-    GpuSpec gs{std::string(detail::sku_of(g).key), std::string(g.uuid), std::nullopt};
+    GpuSpec gs{std::string(detail::sku_of(g).key), std::string(g.uuid)};
     gs.partial_sampling = g.partial_sampling != 0;
+    gs.counter = static_cast<CounterMode>(g.counter_mode);
     spec.gpus.push_back(std::move(gs));
   }
   for (unsigned c = 0; c < s.cpu_count; ++c) {
@@ -421,8 +423,17 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   std::vector<const Sku*> skus;
   for (const auto& g : spec.gpus) {
     const Sku* sku = lookup_sku(g.sku);
+    if (sku == nullptr) sku = sku_by_key(g.sku);  // a card's second die
     if (sku == nullptr) return fail(ErrorCode::kInvalidArgument, "unknown simulated GPU '" + g.sku + "'");
     skus.push_back(sku);
+  }
+  // A dual-die card's dies come as a pair: the first die, then its second die.
+  for (std::size_t i = 0; i < skus.size(); ++i) {
+    const bool pair_start = !skus[i]->second_die.empty();
+    if (pair_start && (i + 1 >= skus.size() || skus[i + 1]->key != skus[i]->second_die))
+      return fail(ErrorCode::kInvalidArgument, "simulated " + std::string(skus[i]->key) + " needs its second die next");
+    if (skus[i]->secondary_die && (i == 0 || skus[i - 1]->second_die != skus[i]->key))
+      return fail(ErrorCode::kInvalidArgument, "simulated " + std::string(skus[i]->key) + " without its first die");
   }
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -476,6 +487,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   s->seed = spec.model.seed;
   s->stamp_update_time = spec.model.timestamp_meaning() == TimestampMeaning::kUpdateTime ? 1 : 0;
   s->rapl_start = static_cast<std::int32_t>(spec.model.rapl());
+  s->amdsmi_abi = static_cast<std::int32_t>(spec.model.amdsmi_abi);
   s->gpu_count = static_cast<std::uint32_t>(spec.gpus.size());
   s->cpu_count = static_cast<std::uint32_t>(spec.cpus.size());
   s->psys = spec.psys ? 1 : 0;
@@ -493,6 +505,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
     init.energy_period_ms = spec.gpus[i].energy_period_ms.value_or(0.0);
     init.jitter_ms = spec.gpus[i].jitter_ms.value_or(-1.0);
     detail::init_gpu(g, init, now);
+    g.counter_mode = static_cast<std::int32_t>(spec.gpus[i].counter);
     std::string uuid = spec.gpus[i].uuid.value_or(default_uuid(i));
     if (uuid.size() >= sizeof g.uuid) uuid.resize(sizeof g.uuid - 1);
     std::memcpy(g.uuid, uuid.data(), uuid.size());
@@ -671,6 +684,8 @@ Result<void> Machine::export_env() const {
   if (!lib) return fail(lib.error());
   ::setenv("ERG_SIM_STATE", state_file().c_str(), 1);
   ::setenv("ERG_NVML_LIBRARY", lib->c_str(), 1);
+  // The simulated libamd_smi.so is built and installed beside the simulated libnvidia-ml.so.1.
+  ::setenv("ERG_AMDSMI_LIBRARY", (lib->parent_path() / "libamd_smi.so").c_str(), 1);
   ::setenv("ERG_POWERCAP_ROOT", powercap_root().c_str(), 1);
   ::setenv("ERG_SIMULATE", impl_->spec.text.c_str(), 1);
   return ok();
@@ -754,16 +769,27 @@ Result<void> Machine::set_load(unsigned gpu, const Load& load) {
                 "a load needs utilization, ripple_depth and ripple_duty within 0..1 and a step ≥ 0");
   State* s = impl_->s;
   Lock lock(s);
-  auto& g = s->gpus[gpu];
   const std::int64_t now = detail::sim_now(*s);
-  detail::advance_gpu(g, now);
-  const double before = detail::mean_power_w(g);
-  g.utilization = load.utilization;
-  g.step_ns = load.step.count();
-  g.ripple_depth = load.ripple_depth;
-  g.ripple_duty = load.ripple_duty;
-  g.load_origin_ns = now;
-  detail::controls_changed(g, before);
+  auto apply = [&](detail::GpuState& g, double utilization) {
+    detail::advance_gpu(g, now);
+    const double before = detail::mean_power_w(g);
+    g.utilization = utilization;
+    g.step_ns = load.step.count();
+    g.ripple_depth = load.ripple_depth;
+    g.ripple_duty = load.ripple_duty;
+    g.load_origin_ns = now;
+    detail::controls_changed(g, before);
+  };
+  auto& g = s->gpus[gpu];
+  apply(g, load.utilization);
+  // A dual-die card: one physics and one sensor, on the first die, busy with the mean of what
+  // each die was asked (the second die's own model draws nothing).
+  const Sku& sku = detail::sku_of(g);
+  if (sku.secondary_die || !sku.second_die.empty()) {
+    const unsigned first = sku.secondary_die ? gpu - 1 : gpu;
+    g.die_utilization = load.utilization;
+    apply(s->gpus[first], 0.5 * (s->gpus[first].die_utilization + s->gpus[first + 1].die_utilization));
+  }
   return ok();
 }
 

@@ -27,8 +27,8 @@ constexpr Sku make(std::string_view key, std::string_view name, unsigned arch) {
 // fully busy GPU; idle_w alone is a plausible idle board power.
 constexpr double kA = CalibrationLoad::kMeanActivity;
 
-constexpr std::array<Sku, 6> build() {
-  std::array<Sku, 6> t{};
+constexpr std::array<Sku, 10> build() {
+  std::array<Sku, 10> t{};
   {
     Sku s = make("V100", "Tesla V100-PCIE-32GB", kVolta);
     s.pci_device_id = 0x1db6;
@@ -108,12 +108,68 @@ constexpr std::array<Sku, 6> build() {
     s.memory_bound = 0.518;
     t[5] = s;
   }
+  // --- AMD Instinct ---------------------------------------------------------------------------
+  // Limits, clocks and TBP from AMD's product pages (MI210: 300 W TBP, 1700 MHz peak engine
+  // clock, HBM2e at 1.6 GHz; MI250: 560 W TBP per OAM card of two dies, 1700 MHz, 1.6 GHz;
+  // MI300X: 750 W TBP, 2100 MHz, HBM3 at 5.2 Gbps = 1300 MHz). Minimum caps and idle powers are
+  // plausible round figures, not published ones (MI200 idle "Average: 94" W in ROCm/pytorch PR
+  // #1457). The power shapes are the A100's, scaled so that a compute-heavy load demands more
+  // than the default cap, as it does on these parts. Sensor periods: AMD documents none; the
+  // driver caches reads for 1 ms (ROCm legacy-rocm-build #1649); 10 ms is a stand-in.
+  {
+    Sku s = make("MI210", "AMD Instinct MI210", 0);
+    s.vendor = Vendor::kAmd;
+    s.pci_device_id = 0x740f;
+    s.min_limit_w = 100, s.max_limit_w = 300, s.default_limit_w = 300;
+    s.energy_period_ms = 10, s.power_period_ms = 10, s.instant_window_ms = 10;
+    s.gpu_locked_clocks = true, s.memory_locked_clocks = true;
+    s.max_sm_mhz = 1700, s.min_sm_mhz = 500, s.clock_step_mhz = 25;
+    s.mem_clocks_mhz[0] = 1600;
+    s.idle_w = 40.0, s.active_w = 50.0 / kA, s.dynamic_w = 250.0 / kA, s.linear_share = 0.66, s.memory_bound = 0.45;
+    t[6] = s;
+  }
+  {
+    Sku s = make("MI250", "AMD Instinct MI250", 0);
+    s.vendor = Vendor::kAmd;
+    s.pci_device_id = 0x740c;
+    s.second_die = "MI250-die1";
+    s.min_limit_w = 200, s.max_limit_w = 560, s.default_limit_w = 560;  // the card's cap
+    s.energy_period_ms = 10, s.power_period_ms = 10, s.instant_window_ms = 10;
+    s.gpu_locked_clocks = true, s.memory_locked_clocks = true;
+    s.max_sm_mhz = 1700, s.min_sm_mhz = 500, s.clock_step_mhz = 25;
+    s.mem_clocks_mhz[0] = 1600;
+    // The whole card (both dies): its sensor is the first die's.
+    s.idle_w = 90.0, s.active_w = 100.0 / kA, s.dynamic_w = 450.0 / kA, s.linear_share = 0.66, s.memory_bound = 0.45;
+    t[7] = s;
+  }
+  {
+    Sku s = t[7];
+    s.key = "MI250-die1";
+    s.second_die = {};
+    s.secondary_die = true;
+    s.idle_w = 0.0, s.active_w = 0.0, s.dynamic_w = 0.0;  // its power is the card's, on die 0
+    t[8] = s;
+  }
+  {
+    Sku s = make("MI300X", "AMD Instinct MI300X", 0);
+    s.vendor = Vendor::kAmd;
+    s.pci_device_id = 0x74a1;
+    s.amd_current_power = true;
+    s.min_limit_w = 200, s.max_limit_w = 750, s.default_limit_w = 750;
+    s.energy_period_ms = 10, s.power_period_ms = 10, s.instant_window_ms = 10;
+    s.gpu_locked_clocks = true, s.memory_locked_clocks = true;
+    s.max_sm_mhz = 2100, s.min_sm_mhz = 500, s.clock_step_mhz = 25;
+    s.mem_clocks_mhz[0] = 1300;
+    s.idle_w = 140.0, s.active_w = 120.0 / kA, s.dynamic_w = 600.0 / kA, s.linear_share = 0.66;
+    s.memory_bound = 0.45;
+    t[9] = s;
+  }
   return t;
 }
 
 // Constant-initialized (no guard variable: the simulated driver links no C++ runtime).
-constexpr std::array<Sku, 6> kTable = build();
-const std::array<Sku, 6>& table() { return kTable; }
+constexpr std::array<Sku, 10> kTable = build();
+const std::array<Sku, 10>& table() { return kTable; }
 
 // Lower-case letters and digits only: "RTX 6000" == "rtx6000" == "Rtx-6000".
 bool same_key(std::string_view a, std::string_view b) {
@@ -135,11 +191,17 @@ std::span<const Sku> all_skus() { return table(); }
 
 const Sku* lookup_sku(std::string_view name) {
   for (const Sku& s : table())
-    if (same_key(name, s.key) || same_key(name, s.name)) return &s;
+    if (!s.secondary_die && (same_key(name, s.key) || same_key(name, s.name))) return &s;
   return nullptr;
 }
 
-std::string_view known_sku_list() { return "A100, A40, H100, P100, RTX6000, V100"; }
+const Sku* sku_by_key(std::string_view key) {
+  for (const Sku& s : table())
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+std::string_view known_sku_list() { return "A100, A40, H100, P100, RTX6000, V100, MI210, MI250, MI300X"; }
 
 unsigned sm_clock_count(const Sku& sku) {
   return static_cast<unsigned>(std::floor((sku.max_sm_mhz - sku.min_sm_mhz) / sku.clock_step_mhz)) + 1;

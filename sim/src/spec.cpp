@@ -27,10 +27,12 @@ bool parse_uint(std::string_view s, unsigned& out) {
 }
 
 tl::unexpected<Error> bad(std::string_view token, std::string_view why) {
-  return fail(ErrorCode::kInvalidArgument, "invalid simulated machine spec: '" + std::string(token) + "': " +
-                                               std::string(why) + " (known GPUs: " + std::string(known_sku_list()) +
-                                               "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, ideal, seed=N, "
-                                               "timestamps=read|update, rapl=random|zero|near-wrap, or a .json file)");
+  return fail(ErrorCode::kInvalidArgument,
+              "invalid simulated machine spec: '" + std::string(token) + "': " + std::string(why) +
+                  " (known GPUs: " + std::string(known_sku_list()) +
+                  "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, ideal, seed=N, "
+                  "timestamps=read|update, rapl=random|zero|near-wrap, amdsmi=24|25|26, 1xMI300X:frozen|backwards, "
+                  "or a .json file)");
 }
 
 std::string lowered(std::string_view s) {
@@ -89,6 +91,14 @@ bool model_token(std::string_view token, const std::string& lower, ModelSpec& mo
       err = bad(token, "timestamps= is read or update").value();
     return true;
   }
+  if (auto v = value_of("amdsmi")) {
+    unsigned abi = 0;
+    if (!parse_uint(*v, abi) || abi < 24 || abi > 26)
+      err = bad(token, "amdsmi= is the AMD SMI ABI: 24, 25 or 26").value();
+    else
+      model.amdsmi_abi = abi;
+    return true;
+  }
   if (auto v = value_of("rapl")) {
     if (auto r = parse_rapl_start(*v))
       model.rapl_start = *r;
@@ -97,6 +107,25 @@ bool model_token(std::string_view token, const std::string& lower, ModelSpec& mo
     return true;
   }
   return false;
+}
+
+std::optional<CounterMode> parse_counter_mode(std::string_view v) {
+  const std::string l = lowered(v);
+  if (l == "ok" || l == "normal") return CounterMode::kNormal;
+  if (l == "frozen") return CounterMode::kFrozen;
+  if (l == "backwards") return CounterMode::kBackwards;
+  return std::nullopt;
+}
+
+/// Appends the GPUs of one card: one, or one per die of a dual-die card.
+void push_card(std::vector<GpuSpec>& gpus, const Sku& sku, GpuSpec spec) {
+  spec.sku = std::string(sku.key);
+  gpus.push_back(spec);
+  if (!sku.second_die.empty()) {
+    spec.sku = std::string(sku.second_die);
+    spec.uuid.reset();
+    gpus.push_back(std::move(spec));
+  }
 }
 
 Result<void> check_counts(const MachineSpec& spec, std::string_view token) {
@@ -147,10 +176,21 @@ Result<MachineSpec> parse_tokens(std::string_view text) {
       if (!parse_uint(token.substr(0, digits), count) || count == 0) return bad(token, "GPU count must be ≥ 1");
       name = trim(token.substr(digits + 1));
     }
+    GpuSpec gs;
+    if (const std::size_t colon = name.find(':'); colon != std::string_view::npos) {
+      auto mode = parse_counter_mode(trim(name.substr(colon + 1)));
+      if (!mode) return bad(token, "the counter mode after ':' is frozen or backwards");
+      gs.counter = *mode;
+      name = trim(name.substr(0, colon));
+    }
     const Sku* sku = lookup_sku(name);
     if (sku == nullptr) return bad(token, "unknown GPU");
-    if (spec.gpus.size() + count > kMaxGpus) return bad(token, "at most " + std::to_string(kMaxGpus) + " GPUs");
-    for (unsigned i = 0; i < count; ++i) spec.gpus.push_back(GpuSpec{std::string(sku->key), std::nullopt});
+    if (gs.counter != CounterMode::kNormal && sku->vendor != Vendor::kAmd)
+      return bad(token, "counter modes are for AMD GPUs");
+    const unsigned per_card = sku->second_die.empty() ? 1 : 2;
+    if (spec.gpus.size() + count * per_card > kMaxGpus)
+      return bad(token, "at most " + std::to_string(kMaxGpus) + " GPUs (a dual-die card counts two)");
+    for (unsigned i = 0; i < count; ++i) push_card(spec.gpus, *sku, gs);
   }
   if (!any) return bad(text, "empty spec");
   if (!cpus_given) spec.cpus.assign(1, CpuSpec{});
@@ -172,11 +212,17 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
         if (!g.is_object() || !g.contains("sku") || !g["sku"].is_string())
           return bad(source, "each GPU needs a \"sku\" string");
         GpuSpec gs;
+        const Sku* card = nullptr;
         for (const auto& [gk, gv] : g.items()) {
           if (gk == "sku") {
             const Sku* sku = lookup_sku(gv.get<std::string>());
             if (sku == nullptr) return bad(gv.get<std::string>(), "unknown GPU");
             gs.sku = std::string(sku->key);
+            card = sku;
+          } else if (gk == "counter") {
+            auto mode = gv.is_string() ? parse_counter_mode(gv.get<std::string>()) : std::nullopt;
+            if (!mode) return bad(gk + "=" + gv.dump(), "counter is \"ok\", \"frozen\" or \"backwards\"");
+            gs.counter = *mode;
           } else if (gk == "partial_sampling") {
             if (!gv.is_boolean()) return bad(gk + "=" + gv.dump(), "partial_sampling must be true or false");
             gs.partial_sampling = gv.get<bool>();
@@ -190,10 +236,12 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
               return bad(gv.dump(), "uuid must be a string like GPU-xxxxxxxx-...");
             gs.uuid = gv.get<std::string>();
           } else {
-            return bad(gk, "unknown GPU field (sku, uuid, partial_sampling, energy_period_ms, jitter_ms)");
+            return bad(gk, "unknown GPU field (sku, uuid, counter, partial_sampling, energy_period_ms, jitter_ms)");
           }
         }
-        spec.gpus.push_back(std::move(gs));
+        if (gs.counter != CounterMode::kNormal && card->vendor != Vendor::kAmd)
+          return bad(gs.sku, "counter modes are for AMD GPUs");
+        push_card(spec.gpus, *card, std::move(gs));
       }
     } else if (key == "cpus") {
       cpus_given = true;
@@ -238,12 +286,16 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
       auto t = value.is_string() ? parse_timestamps(value.get<std::string>()) : std::nullopt;
       if (!t) return bad("timestamps=" + value.dump(), "\"timestamps\" is \"read\" or \"update\"");
       spec.model.timestamps = *t;
+    } else if (key == "amdsmi") {
+      if (!value.is_number_unsigned() || value.get<unsigned>() < 24 || value.get<unsigned>() > 26)
+        return bad("amdsmi=" + value.dump(), "\"amdsmi\" is the AMD SMI ABI: 24, 25 or 26");
+      spec.model.amdsmi_abi = value.get<unsigned>();
     } else if (key == "rapl") {
       auto r = value.is_string() ? parse_rapl_start(value.get<std::string>()) : std::nullopt;
       if (!r) return bad("rapl=" + value.dump(), "\"rapl\" is \"random\", \"zero\" or \"near-wrap\"");
       spec.model.rapl_start = *r;
     } else {
-      return bad(key, "unknown field (gpus, cpus, psys, model, seed, timestamps, rapl)");
+      return bad(key, "unknown field (gpus, cpus, psys, model, seed, timestamps, rapl, amdsmi)");
     }
   }
   if (!cpus_given) spec.cpus.assign(1, CpuSpec{});

@@ -193,7 +193,8 @@ void evaluate(GpuState& g, std::int64_t t) {
   const double a = activity(g, t);
   const double noise =
       (kNoiseRel * g.elec_w + kNoiseAbsW) * gauss(key(g.seed, kSaltNoise, static_cast<std::uint64_t>(g.step_index)));
-  g.power_w = std::max(0.0, g.elec_w + noise);
+  // A dual-die card's second die draws nothing of its own (its power is the card's, on die 0).
+  g.power_w = sku.secondary_die ? 0.0 : std::max(0.0, g.elec_w + noise);
   g.work_rate = a * model_speed(sku, g.clock_mhz, g.mem_ratio);
 }
 
@@ -250,6 +251,16 @@ void energy_update(GpuState& g) {
     inc *= (1.0 + g.gain) *
            (1.0 + kUpdateNoise * gauss(key(g.seed, kSaltUpdateNoise, 1, static_cast<std::uint64_t>(et.next_index))));
   g.sensor_energy_j += std::max(0.0, inc);
+  // kBackwards (CounterMode, ROCm/amdsmi #115): every 2 s the counter steps back by about 50 ms
+  // of energy, then counts on.
+  if (g.counter_mode == 2 && et.period_ns > 0) {
+    const std::int64_t every = std::max<std::int64_t>(1, 2'000'000'000 / et.period_ns);
+    if (et.next_index % every == 0) {
+      const double back_j = std::max(0.0, inc) * (50e6 / static_cast<double>(et.period_ns));
+      g.counter_offset_mj += back_j * 1000.0;
+      ++g.backwards_steps;
+    }
+  }
   g.acc_j = 0.0;
   g.window_j = 0.0;
   g.window_ns = 0;
@@ -423,6 +434,14 @@ void controls_changed(GpuState& g, double mean_power_before) {
 std::uint64_t reported_energy_mj(const GpuState& g) {
   const double mj = std::floor(g.counter_start_mj + g.sensor_energy_j * 1000.0 - g.counter_offset_mj);
   return mj > 0.0 ? static_cast<std::uint64_t>(mj) : 0;
+}
+
+std::uint64_t reported_amd_count(const GpuState& g) {
+  constexpr double kUnitsPerJ = 65536.0;  // 2^-16 J per unit
+  const double start_j = g.counter_start_mj / 1000.0;
+  if (g.counter_mode == 1) return static_cast<std::uint64_t>(std::floor(start_j * kUnitsPerJ));  // frozen
+  const double j = start_j + g.sensor_energy_j - g.counter_offset_mj / 1000.0;
+  return j > 0.0 ? static_cast<std::uint64_t>(std::floor(j * kUnitsPerJ)) : 0;
 }
 
 std::int64_t next_sensor_update_ns(const GpuState& g) {

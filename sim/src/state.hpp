@@ -29,7 +29,7 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 3;
+inline constexpr std::uint32_t kVersion = 4;
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
@@ -139,6 +139,10 @@ struct GpuState {
   double drift_max_c = 0.0;
   double drift_tau_s = 0.0;
   double drift_c = 0.0;  // heat so far, °C above the model's temperature
+  // --- AMD ----------------------------------------------------------------------------------
+  std::int32_t counter_mode = 0;     // erg::sim::CounterMode
+  double die_utilization = 0.0;      // a dual-die card's die: the load asked of this die
+  std::int64_t backwards_steps = 0;  // kBackwards: steps taken so far
 };
 
 /// One nvmlDeviceSetPowerManagementLimit call the driver answered, in the machine's ordered log.
@@ -183,6 +187,7 @@ struct State {
   std::int32_t stamp_update_time = 0;  // field timestamps: 1 = sensor update time, 0 = read time
   std::uint64_t seed = 0;
   std::int32_t rapl_start = 0;          // erg::sim::RaplStart
+  std::int32_t amdsmi_abi = 26;         // what the simulated libamd_smi.so speaks
   std::int64_t virtual_ns = 0;          // sim time while virtual
   std::int64_t real_offset_ns = 0;      // sim time = CLOCK_MONOTONIC + offset while real
   std::int64_t wall_offset_ns = 0;      // wall time = sim time + offset
@@ -295,6 +300,10 @@ double mean_power_w(const GpuState& g);
 double mean_activity(const GpuState& g);
 /// Reported energy counter in mJ (after advance_gpu).
 std::uint64_t reported_energy_mj(const GpuState& g);
+/// The AMD energy accumulator: whole units of 2^-16 J (15.259 µJ, the hardware unit of
+/// gpu_metrics energy_accumulator; the library reports a resolution of 15.3 µJ), after
+/// advance_gpu. Counter modes apply (frozen: stays at its start).
+std::uint64_t reported_amd_count(const GpuState& g);
 /// Sim time (ns) of the latest energy-counter update.
 inline std::int64_t energy_tick_ns(const GpuState& g) { return g.energy_ticks.last_ns; }
 /// Sim time (ns) of the latest instant-power update.

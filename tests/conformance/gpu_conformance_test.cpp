@@ -7,6 +7,7 @@
 //  - NvmlGpu: dlopen of the simulated libnvidia-ml.so.1, over several SKUs, including a
 //    pre-Volta GPU without an energy counter, with field timestamps that are read times (the
 //    default) and update times;
+//  - AmdGpu: dlopen of the simulated libamd_smi.so (MI300X; MI210 and a dual-die MI250 on ABI 24);
 //  - sim::FakeGpu, the in-process stand-in of measure/ and optimizer tests (one with a counter,
 //    one without);
 //  - when ergd is built: client::HybridGpu, the GPUs a job sees with ERG_DAEMON_SOCK set (local
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "erg/backends/amdsmi/discovery.hpp"
 #include "erg/backends/nvml/discovery.hpp"
 #include "erg/core/device.hpp"
 #include "erg/sim/fake_devices.hpp"
@@ -60,6 +62,33 @@ struct NvmlSimBackend {
     auto found = nvml::discover(opts);
     ASSERT_TRUE(found) << found.error().message;
     ASSERT_TRUE(found->unavailable.empty()) << found->unavailable.front().reason;
+    gpus = found->gpus;
+  }
+  void load(unsigned gpu, double util) { ASSERT_TRUE(machine->set_utilization(gpu, util)); }
+};
+
+/// AMD SMI backend over a simulated machine (dlopen of the simulated libamd_smi.so). The start
+/// check of the counter is skipped here (amd_acceptance_test covers it): it sleeps 0.5 s.
+template <const char* Spec>
+struct AmdSimBackend {
+  std::unique_ptr<sim::Machine> machine;
+  std::vector<std::shared_ptr<Gpu>> gpus;
+
+  void set_up() {
+    auto spec = sim::parse_spec(Spec);
+    ASSERT_TRUE(spec) << spec.error().message;
+    auto m = sim::Machine::create_temp(*spec);
+    ASSERT_TRUE(m) << m.error().message;
+    machine = std::move(*m);
+    machine->set_privilege(sim::Privilege::kEveryone);
+    ASSERT_TRUE(machine->export_env());
+    amdsmi::DiscoveryOptions opts;
+    opts.visible_devices = std::optional<std::string>();  // all GPUs
+    opts.counter_check = std::chrono::milliseconds(0);
+    auto found = amdsmi::discover(opts);
+    ASSERT_TRUE(found) << found.error().message;
+    for (const auto& u : found->unavailable)  // only the MI250's second die is noted
+      ASSERT_NE(u.reason.find("secondary die"), std::string::npos) << u.reason;
     gpus = found->gpus;
   }
   void load(unsigned gpu, double util) { ASSERT_TRUE(machine->set_utilization(gpu, util)); }
@@ -151,6 +180,9 @@ struct RemoteThroughErgd {
 inline constexpr char kA100[] = "2xA100";
 inline constexpr char kMixed[] = "1xV100,1xP100,1xH100";
 inline constexpr char kTuringAda[] = "1xRTX6000,1xA40";
+inline constexpr char kMI300X[] = "2xMI300X";
+/// MI210 (average power only), MI250 (two dies; the second has no power of its own), ABI 24.
+inline constexpr char kAmdMixed[] = "1xMI210,1xMI250,amdsmi=24";
 /// Field timestamps are the sensors' update times (the default model stamps the read time).
 inline constexpr char kUpdateStamps[] = "1xA100,1xV100,timestamps=update";
 
@@ -161,13 +193,14 @@ class GpuConformance : public ::testing::Test {
   Backend backend_;
 };
 
-using GpuBackends = ::testing::Types<NvmlSimBackend<kA100>, NvmlSimBackend<kMixed>, NvmlSimBackend<kTuringAda>,
-                                     NvmlSimBackend<kUpdateStamps>, FakeBackend
+using GpuBackends =
+    ::testing::Types<NvmlSimBackend<kA100>, NvmlSimBackend<kMixed>, NvmlSimBackend<kTuringAda>,
+                     NvmlSimBackend<kUpdateStamps>, AmdSimBackend<kMI300X>, AmdSimBackend<kAmdMixed>, FakeBackend
 #ifdef ERG_HAVE_DAEMON
-                                     ,
-                                     ThroughErgd<kMixed>, ThroughErgd<kUpdateStamps>, RemoteThroughErgd<kMixed>
+                     ,
+                     ThroughErgd<kMixed>, ThroughErgd<kUpdateStamps>, RemoteThroughErgd<kMixed>
 #endif
-                                     >;
+                     >;
 TYPED_TEST_SUITE(GpuConformance, GpuBackends);
 
 constexpr PowerDomain kAllDomains[] = {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage,

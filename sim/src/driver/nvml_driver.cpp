@@ -70,6 +70,10 @@ int g_refcount = 0;
 int g_fd = -1;
 State* g_state = nullptr;
 nvmlDevice_st g_handles[detail::kMaxGpus];
+// The machine's NVIDIA GPUs in NVML index order (a mixed machine's AMD GPUs are listed by the
+// simulated libamd_smi.so instead): NVML index → machine GPU index.
+unsigned g_nvml_to_gpu[detail::kMaxGpus];
+unsigned g_nvml_count = 0;
 
 nvmlReturn_t do_init() {
   LibLock lk(LibLock::kExclusive);
@@ -99,6 +103,10 @@ nvmlReturn_t do_init() {
     return NVML_ERROR_DRIVER_NOT_LOADED;
   }
   for (unsigned i = 0; i < detail::kMaxGpus; ++i) g_handles[i].index = i;
+  g_nvml_count = 0;
+  for (unsigned i = 0; i < s->gpu_count; ++i)
+    if (erg::sim::all_skus()[static_cast<std::size_t>(s->gpus[i].sku_index)].vendor == erg::sim::Vendor::kNvidia)
+      g_nvml_to_gpu[g_nvml_count++] = i;
   g_fd = fd;
   g_state = s;
   g_refcount = 1;
@@ -143,7 +151,7 @@ nvmlReturn_t device_call(nvmlDevice_t device, SimCall call, F&& f, Lock::Kind ki
   State* s = g_state;
   if (s == nullptr) return NVML_ERROR_UNINITIALIZED;
   if (device == nullptr || device < g_handles || device >= g_handles + detail::kMaxGpus ||
-      device->index >= s->gpu_count)
+      device->index >= s->gpu_count || detail::sku_of(s->gpus[device->index]).vendor != erg::sim::Vendor::kNvidia)
     return NVML_ERROR_INVALID_ARGUMENT;
   Lock lock(s, kind);
   GpuState& g = s->gpus[device->index];
@@ -172,7 +180,7 @@ nvmlReturn_t sensor_call(nvmlDevice_t device, SimCall call, Fast&& fast, F&& f) 
     LibLock lk(LibLock::kShared);
     State* s = g_state;
     if (s != nullptr && device != nullptr && device >= g_handles && device < g_handles + detail::kMaxGpus &&
-        device->index < s->gpu_count) {
+        device->index < s->gpu_count && detail::sku_of(s->gpus[device->index]).vendor == erg::sim::Vendor::kNvidia) {
       GpuState& g = s->gpus[device->index];
       detail::Snapshot snap;
       nvmlReturn_t rc = NVML_SUCCESS;
@@ -325,7 +333,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
   LibLock lk(LibLock::kShared);
   if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
   if (deviceCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *deviceCount = g_state->gpu_count;
+  *deviceCount = g_nvml_count;
   return NVML_SUCCESS;
 }
 
@@ -337,10 +345,9 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, n
   {
     LibLock lk(LibLock::kShared);
     if (g_state == nullptr) return NVML_ERROR_UNINITIALIZED;
-    if (index >= g_state->gpu_count || index >= detail::kMaxGpus || device == nullptr)
-      return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= g_nvml_count || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   }
-  nvmlDevice_t handle = &g_handles[index];
+  nvmlDevice_t handle = &g_handles[g_nvml_to_gpu[index]];
   return device_call(handle, SimCall::kGetHandle, [&](State&, GpuState&) {
     *device = handle;
     return NVML_SUCCESS;
@@ -359,7 +366,9 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDev
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     Lock lock(g_state);
     for (index = 0; index < g_state->gpu_count; ++index)
-      if (std::strncmp(g_state->gpus[index].uuid, uuid, sizeof g_state->gpus[index].uuid) == 0) break;
+      if (detail::sku_of(g_state->gpus[index]).vendor == erg::sim::Vendor::kNvidia &&
+          std::strncmp(g_state->gpus[index].uuid, uuid, sizeof g_state->gpus[index].uuid) == 0)
+        break;
     if (index >= g_state->gpu_count) return NVML_ERROR_NOT_FOUND;
   }
   nvmlDevice_t handle = &g_handles[index];
@@ -372,7 +381,8 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDev
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   return device_call(device, SimCall::kGetHandle, [&](State&, GpuState&) {
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *index = device->index;
+    for (unsigned k = 0; k < g_nvml_count; ++k)
+      if (g_nvml_to_gpu[k] == device->index) *index = k;
     return NVML_SUCCESS;
   });
 }

@@ -1,7 +1,8 @@
 #pragma once
-/// Discovery across every backend that is built: NVML GPUs and RAPL CPU packages. Returns what
+/// Discovery across every backend that is built: NVML and AMD SMI GPUs and RAPL CPU packages. Returns what
 /// could be used and, for what could not, why (no driver, no permission).
 
+#include "erg/backends/amdsmi/discovery.hpp"
 #include "erg/backends/nvml/discovery.hpp"
 #include "erg/backends/rapl/discovery.hpp"
 #include "erg/core/discovery.hpp"
@@ -10,6 +11,8 @@ namespace erg::backends {
 
 struct DiscoveryOptions {
   nvml::DiscoveryOptions nvml;
+  /// AMD GPUs follow the NVIDIA ones in erg index order (`first_index` is set by discover()).
+  amdsmi::DiscoveryOptions amdsmi;
   rapl::DiscoveryOptions rapl;
 };
 

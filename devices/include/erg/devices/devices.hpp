@@ -11,7 +11,7 @@
 /// A SPEC is simulated by attaching to the machine in ERG_SIM_STATE when that machine was made
 /// from the same SPEC (a child of `erg --simulate SPEC run`, or an ergd started under it, sees
 /// its parent's hardware); otherwise a new machine is created from SPEC and exported
-/// (ERG_SIM_STATE, ERG_SIMULATE, ERG_NVML_LIBRARY, ERG_POWERCAP_ROOT) to this process's children.
+/// (ERG_SIM_STATE, ERG_SIMULATE, ERG_NVML_LIBRARY, ERG_AMDSMI_LIBRARY, ERG_POWERCAP_ROOT) to this process's children.
 /// So `ERG_SIMULATE=1xH100` in a child of a 4xA100 simulation gets an H100, never the A100s. A
 /// state that cannot be attached (its machine is gone) is ignored when a SPEC is given and an
 /// error naming it when it is all there is.
@@ -20,7 +20,8 @@
 /// ERG_DAEMON_HOST_PORT / ZEUSD_HOST_PORT) names an ergd, GPUs read locally and set through ergd,
 /// and CPUs are read through ergd when local RAPL is unreadable (see client::with_daemon).
 /// CUDA_VISIBLE_DEVICES orders and filters NVIDIA GPUs as frameworks do; HIP_VISIBLE_DEVICES
-/// will do the same for AMD GPUs once that backend is built (nothing reads it before).
+/// (else CUDA_VISIBLE_DEVICES, as ROCm reads it) does the same for AMD GPUs, which follow the
+/// NVIDIA ones in erg index order on a mixed machine.
 
 #include <memory>
 #include <optional>

@@ -8,6 +8,7 @@
 /// Environment contract (set by `Machine::export_env()`, read by the driver library):
 ///   ERG_SIM_STATE      path of the state file
 ///   ERG_NVML_LIBRARY   path of the simulated libnvidia-ml.so.1
+///   ERG_AMDSMI_LIBRARY path of the simulated libamd_smi.so (beside it)
 ///   ERG_POWERCAP_ROOT  root of the generated powercap tree
 ///   ERG_SIMULATE       the spec string (so children know they run simulated)
 ///
@@ -135,7 +136,7 @@ class Machine {
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
 
-  /// Sets ERG_SIM_STATE, ERG_NVML_LIBRARY, ERG_POWERCAP_ROOT and ERG_SIMULATE in this process's
+  /// Sets ERG_SIM_STATE, ERG_NVML_LIBRARY, ERG_AMDSMI_LIBRARY, ERG_POWERCAP_ROOT and ERG_SIMULATE in this process's
   /// environment (inherited by children). Fails if the simulated driver library cannot be found.
   Result<void> export_env() const;
   /// Path of the simulated libnvidia-ml.so.1: $ERG_SIM_NVML_LIBRARY, else next to the running

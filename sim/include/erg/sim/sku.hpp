@@ -17,11 +17,24 @@
 
 namespace erg::sim {
 
+enum class Vendor : unsigned char { kNvidia, kAmd };
+
 struct Sku {
-  std::string_view key;               ///< Short name used in specs ("A100", "RTX6000").
-  std::string_view name;              ///< As nvmlDeviceGetName reports it.
-  unsigned arch = 0;                  ///< NVML_DEVICE_ARCH_* value.
-  unsigned pci_device_id = 0;         ///< PCI device id (vendor 0x10de), as lspci -n shows it.
+  std::string_view key;             ///< Short name used in specs ("A100", "RTX6000", "MI300X").
+  std::string_view name;            ///< As nvmlDeviceGetName / amdsmi market_name reports it.
+  Vendor vendor = Vendor::kNvidia;  ///< Which simulated driver library lists it.
+  unsigned arch = 0;                ///< NVML_DEVICE_ARCH_* value (NVIDIA only).
+  unsigned pci_device_id = 0;       ///< PCI device id (vendor 0x10de / 0x1002), as lspci -n shows it.
+  // --- AMD ---------------------------------------------------------------------------------
+  /// amdsmi_power_info_t fills current_socket_power (MI300 and newer); else average_socket_power
+  /// (MI200 and older, a 1 s average).
+  bool amd_current_power = false;
+  /// One die of a dual-die card (MI250): the spec's `1xMI250` is two GPUs, this SKU's die and
+  /// `second_die` after it. The card's physics and sensor live on the first die.
+  std::string_view second_die;
+  /// The second die of a dual-die card: no power of its own (its power is on the first die),
+  /// not named in specs.
+  bool secondary_die = false;
   bool ga100_or_older = false;        ///< nvmlDeviceGetPowerUsage is instantaneous (else a 1 s average).
   bool has_energy_counter = true;     ///< Volta and newer.
   bool has_average_power = false;     ///< NVML_FI_DEV_POWER_AVERAGE: Ampere except GA100, and newer.
@@ -68,9 +81,12 @@ struct CalibrationLoad {
 /// Every SKU the simulator knows, in a stable order.
 std::span<const Sku> all_skus();
 /// Case-insensitive lookup by key or NVML name, ignoring spaces, '-' and '_'
-/// ("a100", "A100", "rtx6000", "RTX 6000", "Quadro RTX 6000"). nullptr if unknown.
+/// ("a100", "A100", "rtx6000", "RTX 6000", "Quadro RTX 6000"). nullptr if unknown. Secondary
+/// dies are not found (a spec names the card).
 const Sku* lookup_sku(std::string_view name);
-/// "A100, A40, H100, P100, RTX6000, V100" (for error messages).
+/// Exact lookup by key, secondary dies included (for the machine's own state). nullptr if unknown.
+const Sku* sku_by_key(std::string_view key);
+/// "A100, A40, H100, P100, RTX6000, V100, MI210, MI250, MI300X" (for error messages).
 std::string_view known_sku_list();
 
 /// Number of entries in the SM clock table (descending, index 0 = f_max).

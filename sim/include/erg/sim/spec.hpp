@@ -1,6 +1,7 @@
 #pragma once
-/// What a simulated machine contains: parsed from `4xA100`, `2xH100,1xV100,cpus=2`, or a JSON
-/// file (path ending in .json, or starting with '{').
+/// What a simulated machine contains: parsed from `4xA100`, `2xH100,1xV100,cpus=2`,
+/// `2xMI300X`, `1xA100,1xMI300X:frozen`, or a JSON file (path ending in .json, or starting with
+/// '{'). A dual-die card (`1xMI250`) is two GPUs, one per die, as AMD SMI lists it.
 ///
 /// Model options (tokens, or top-level JSON keys): `ideal` / `faithful` (default), `seed=N`,
 /// `timestamps=read|update`, `rapl=random|zero|near-wrap`. See sim/README.md.
@@ -40,8 +41,22 @@ enum class RaplStart {
   kNearWrap,  ///< A few seconds of idle energy below max_energy_range_uj: wraps in ordinary runs.
 };
 
+/// What a simulated AMD GPU's energy counter does (hardware.md §4.2).
+enum class CounterMode {
+  kNormal,
+  /// Never moves (amdsmi_get_energy_count stale until reboot on MI100: ROCm/amdsmi #38, #22,
+  /// AMDResearch/hpcfund #21). Spec: `1xMI300X:frozen`, JSON "counter": "frozen".
+  kFrozen,
+  /// Steps back every 2 s by about 50 ms of energy, then counts on (ROCm/amdsmi #115).
+  /// Spec: `1xMI300X:backwards`.
+  kBackwards,
+};
+
 struct ModelSpec {
   ModelKind kind = ModelKind::kFaithful;
+  /// The AMD SMI ABI the simulated libamd_smi.so speaks (24, 25 or 26: the layout of
+  /// amdsmi_power_info_t and amdsmi_version_t). Token `amdsmi=24`. Default 26 (ROCm 7).
+  unsigned amdsmi_abi = 26;
   std::uint64_t seed = 1;  ///< Every random quantity of the machine derives from it.
   /// Default: kReadTime (faithful), kUpdateTime (ideal).
   std::optional<TimestampMeaning> timestamps;
@@ -57,8 +72,9 @@ struct ModelSpec {
 };
 
 struct GpuSpec {
-  std::string sku;                  ///< Key into the SKU table ("A100", "V100", ...).
-  std::optional<std::string> uuid;  ///< Default: derived from the position.
+  std::string sku;                             ///< Key into the SKU table ("A100", "V100", ...).
+  std::optional<std::string> uuid;             ///< Default: derived from the position.
+  CounterMode counter = CounterMode::kNormal;  ///< AMD GPUs only.
   /// Sensor samples only part of each period; default: the SKU's (A100/H100), never in ideal.
   std::optional<bool> partial_sampling;
   /// Energy-counter update period, ms (default: the SKU's nominal 100 ms, with a seeded drift).
