@@ -192,7 +192,10 @@ TEST_F(ErgdProcess, RoutesOverTheSocketChangeTheSimulatedGpu) {
 }
 
 TEST_F(ErgdProcess, NobodyReadsRaplAndSetsLimitOnlyThroughErgd) {
-  auto ergd = start_ergd();
+  // The probe exits right after setting the limit; with restore-on-exit ergd would put the
+  // default back within milliseconds of that (ASigkilledPowerLimitOptimizer... tests it), racing
+  // the read below.
+  auto ergd = start_ergd({"--no-restore-on-exit"});
   // Without ergd: RAPL unreadable and the setter refused, each with a clear NoPermission.
   json alone = probe("150000", false);
   ASSERT_EQ(alone["cpus"], 0) << alone.dump();
