@@ -84,6 +84,7 @@ int run(int argc, char** argv) {
   add_power_command(app, ctx);
   add_simulate_command(app, ctx);
   add_optimize_command(app, ctx);
+  add_exporter_command(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "erg/daemon/auth.hpp"
+#include "erg/exporters/prometheus/collector.hpp"
 
 namespace erg::daemon {
 
@@ -171,6 +172,10 @@ Result<Config> parse_command_line(int argc, char** argv) {
                  "Seconds a reply may wait for the client to read before the connection is closed")
       ->default_val(5.0)
       ->check(CLI::Range(0.01, 3600.0));
+  std::vector<std::string> metrics_labels;
+  app.add_option("--metrics-node", config.metrics_node,
+                 "/metrics: the node label on every series (default: the host name; empty: none)");
+  app.add_option("--metrics-label", metrics_labels, "/metrics: an extra label NAME=VALUE on every series (repeatable)");
   app.footer("Also: ergd serve [flags] (the same, as zeusd spells it); ergd token issue --help (bearer tokens).");
   app.set_version_flag("--version", "ergd 0.1.0");
   try {
@@ -206,6 +211,11 @@ Result<Config> parse_command_line(int argc, char** argv) {
   for (const auto& a : allow_gid)
     if (auto res = add_allow_list(config, a, true); !res) return fail(res.error());
   if (!signing_key.empty()) config.signing_key_path = signing_key;
+  for (const auto& l : metrics_labels) {
+    auto kv = prom::parse_label(l);
+    if (!kv) return fail(ErrorCode::kInvalidArgument, "--metrics-label: " + kv.error().message);
+    config.metrics_labels.insert(std::move(*kv));
+  }
   return config;
 }
 

@@ -9,7 +9,7 @@
 
 #include "device_slots.hpp"
 #include "erg/daemon/auth.hpp"
-#include "prometheus_exposition.hpp"
+#include "erg/exporters/prometheus/collector.hpp"
 #include "router.hpp"
 #include "server.hpp"
 #include "streaming.hpp"
@@ -50,7 +50,7 @@ struct Daemon::Impl {
   Config config;
   DeviceSlots devices;
   std::unique_ptr<LimitRestorer> restorer;  // posts to the devices' owner threads: after them
-  std::unique_ptr<PrometheusExposition> exposition;
+  std::shared_ptr<prom::Collector> exposition;
   std::unique_ptr<PowerStreams> streams;
   std::unique_ptr<Router> router;
   std::unique_ptr<Server> server;
@@ -89,7 +89,14 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
   std::vector<std::shared_ptr<Cpu>> cpus;
   for (const auto& s : impl->devices.gpus) gpus.push_back(s.gpu);
   for (const auto& s : impl->devices.cpus) cpus.push_back(s.cpu);
-  impl->exposition = std::make_unique<PrometheusExposition>(std::move(gpus), std::move(cpus));
+  prom::CollectorOptions metrics;
+  metrics.node = impl->config.metrics_node.value_or(prom::host_name());
+  metrics.labels = impl->config.metrics_labels;
+  metrics.exporter = "ergd";
+  metrics.simulated = inventory.simulated;
+  auto collector = prom::Collector::create(std::move(gpus), std::move(cpus), std::move(metrics));
+  if (!collector) return fail(collector.error());
+  impl->exposition = std::move(*collector);
   impl->streams = std::make_unique<PowerStreams>(impl->devices, impl->config.gpu_power_poll_hz,
                                                  impl->config.cpu_power_poll_hz, impl->config.stream_peer_check);
   if (impl->config.restore_limits_on_exit && impl->config.enabled.count(ApiGroup::kGpuControl))

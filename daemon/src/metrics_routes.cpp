@@ -2,8 +2,8 @@
 
 namespace erg::daemon {
 
-Reply metrics(PrometheusExposition& exposition) {
-  return Reply{{200, PrometheusExposition::kContentType, exposition.scrape(), {}}, std::nullopt};
+Reply metrics(const prom::Collector& exposition) {
+  return Reply{{200, prom::Collector::kContentType, exposition.scrape(), {}}, std::nullopt};
 }
 
 }  // namespace erg::daemon

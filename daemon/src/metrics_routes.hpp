@@ -3,10 +3,10 @@
 // (Prometheus scrapes without a token).
 
 #include "erg/daemon/request_handler.hpp"
-#include "prometheus_exposition.hpp"
+#include "erg/exporters/prometheus/collector.hpp"
 
 namespace erg::daemon {
 
-Reply metrics(PrometheusExposition& exposition);
+Reply metrics(const prom::Collector& exposition);
 
 }  // namespace erg::daemon

@@ -10,10 +10,10 @@
 #include "erg/daemon/auth.hpp"
 #include "erg/daemon/config.hpp"
 #include "erg/daemon/request_handler.hpp"
+#include "erg/exporters/prometheus/collector.hpp"
 #include "erg/protocol/query.hpp"
 #include "erg/protocol/routes.hpp"
 #include "limit_restorer.hpp"
-#include "prometheus_exposition.hpp"
 #include "streaming.hpp"
 
 namespace erg::daemon {
@@ -23,7 +23,7 @@ class Router final : public RequestHandler {
   /// Every reference must outlive the router. `signing_key` empty: no tokens.
   /// `restorer` may be null (limits are not restored when their setter exits).
   Router(const Config& config, std::string signing_key, const DeviceSlots& devices, PowerStreams& streams,
-         PrometheusExposition& exposition, LimitRestorer* restorer = nullptr)
+         const prom::Collector& exposition, LimitRestorer* restorer = nullptr)
       : config_(config),
         signing_key_(std::move(signing_key)),
         devices_(devices),
@@ -51,7 +51,7 @@ class Router final : public RequestHandler {
   const std::string signing_key_;
   const DeviceSlots& devices_;
   PowerStreams& streams_;
-  PrometheusExposition& exposition_;
+  const prom::Collector& exposition_;
   LimitRestorer* restorer_;
 };
 

@@ -145,7 +145,7 @@ TEST_P(ErgdFaults, RoutesAndMetricsFlagOrNameTheGpu) {
   EXPECT_EQ(series(m1, "erg_gpu_up", 0), 1.0) << m1;
   const double moved0 = *series(m1, "erg_gpu_energy_joules_total", 0) - j0[0];
   const double want0 = counted(0);
-  const double anomalies = *series(m1, "erg_gpu_energy_counter_anomalies_total", 0);
+  const double anomalies = *series(m1, "erg_gpu_energy_anomalies_total", 0);
   if (fault == sim::Fault::kCounterBackwards || fault == sim::Fault::kCounterReset) {
     // Counted, and bridged by the follower: the counter's own figure unless an update fell with
     // the step (a few % of instants), when that update is estimated (off by a share of one

@@ -61,6 +61,11 @@ struct Config {
   /// (over the Unix socket) has exited, unless a live process set it since (docs/ergd.md,
   /// "Power limits come back when their setter exits"). `--no-restore-on-exit` turns it off.
   bool restore_limits_on_exit = true;
+  /// /metrics: the `node` label on every series (`--metrics-node`); nullopt: the host's name,
+  /// empty: no node label.
+  std::optional<std::string> metrics_node;
+  /// /metrics: extra labels on every series (`--metrics-label k=v`, repeatable).
+  std::map<std::string, std::string> metrics_labels;
   /// Where ergd's event lines go (each restored limit); run_main prints them to stderr. Empty:
   /// dropped.
   std::function<void(const std::string&)> event_log;

@@ -1,0 +1,93 @@
+// `erg exporter`: the Prometheus pull exporter of this machine's devices, the same collector
+// ergd serves on /metrics (exporters/prometheus), over HTTP at --listen until Ctrl-C or SIGTERM.
+// Devices are read when Prometheus scrapes; nothing samples in between.
+
+#include <prometheus/exposer.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app.hpp"
+#include "erg/exporters/prometheus/collector.hpp"
+#include "signals.hpp"
+
+namespace erg::cli {
+
+void add_exporter_command(CLI::App& app, Context& ctx) {
+  auto* cmd = app.add_subcommand("exporter", "Serve Prometheus /metrics for this machine's GPUs and CPUs");
+  struct Opts {
+    std::string listen = "127.0.0.1:9400";
+    std::vector<std::string> labels;
+    std::optional<std::string> node;
+    std::vector<unsigned> gpus;
+    bool once = false;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("--listen", opts->listen,
+                  "HOST:PORT to serve /metrics on (default 127.0.0.1:9400; port 0 picks a free one)");
+  cmd->add_option("--label", opts->labels, "An extra label NAME=VALUE on every series (repeatable)");
+  cmd->add_option("--node", opts->node, "The node label on every series (default: the host name; empty: none)");
+  cmd->add_option("--gpus", opts->gpus, "GPUs to export (erg indices); default all")->delimiter(',');
+  cmd->add_flag("--once", opts->once, "Print one scrape's exposition to stdout and exit (no server)");
+  cmd->add_flag("--json", opts->json, "Print where it serves as one JSON line on stdout once listening");
+  cmd->footer(
+      "Energy counters (erg_*_energy_joules_total) count joules from the exporter's first read of each device and "
+      "never decrease (RAPL wraps and GPU counter resets are bridged): use rate() and increase(). "
+      "See docs/prometheus.md.");
+
+  cmd->callback([&ctx, opts] {
+    prom::CollectorOptions o;
+    for (const auto& l : opts->labels) {
+      auto kv = prom::parse_label(l);
+      if (!kv) throw CliError{kExitUsage, "--label: " + kv.error().message};
+      if (!o.labels.insert(*kv).second) throw CliError{kExitUsage, "--label: '" + kv->first + "' given twice"};
+    }
+    StopSignals signals;
+    auto inventory = ctx.discover(opts->gpus);
+    if (!inventory) throw CliError{kExitUsage, inventory.error().message};
+    std::vector<std::shared_ptr<Gpu>> gpus;
+    if (opts->gpus.empty())
+      gpus = inventory->gpus;
+    else
+      for (unsigned g : opts->gpus) gpus.push_back(inventory->gpus.at(g));
+    if (gpus.empty() && inventory->cpus.empty())
+      throw CliError{kExitFailure, "no GPU or CPU energy source to export (see erg devices)"};
+    o.node = opts->node.value_or(prom::host_name());
+    o.exporter = "erg-exporter";
+    o.simulated = inventory->simulated;
+    const std::size_t n_gpus = gpus.size();
+    const std::size_t n_cpus = inventory->cpus.size();
+    auto collector = prom::Collector::create(std::move(gpus), inventory->cpus, o);
+    if (!collector) throw CliError{kExitUsage, collector.error().message};
+    if (opts->once) {
+      std::cout << (*collector)->scrape() << std::flush;
+      return;
+    }
+    std::unique_ptr<::prometheus::Exposer> exposer;
+    try {
+      exposer = std::make_unique<::prometheus::Exposer>(opts->listen, 2);
+    } catch (const std::exception& e) {
+      throw CliError{kExitFailure, "--listen " + opts->listen + ": cannot serve there (" + e.what() + ")"};
+    }
+    exposer->RegisterCollectable(*collector);
+    const auto ports = exposer->GetListeningPorts();
+    const int port = ports.empty() ? 0 : ports.front();
+    const std::string host = opts->listen.substr(0, opts->listen.rfind(':'));
+    if (opts->json) {
+      nlohmann::json j{{"listen", host + ":" + std::to_string(port)},
+                       {"port", port},
+                       {"path", "/metrics"},
+                       {"gpus", n_gpus},
+                       {"cpus", n_cpus},
+                       {"simulated", inventory->simulated}};
+      std::cout << j.dump() << std::endl;
+    }
+    std::cerr << "erg exporter: serving http://" << host << ":" << port << "/metrics (" << n_gpus << " GPU(s), "
+              << n_cpus << " CPU package(s)" << (inventory->simulated ? ", simulated machine" : "")
+              << "); Ctrl-C stops\n";
+    signals.wait(std::nullopt);
+  });
+}
+
+}  // namespace erg::cli

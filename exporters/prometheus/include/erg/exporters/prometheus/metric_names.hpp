@@ -1,0 +1,59 @@
+#pragma once
+/// Every metric erg exports to Prometheus, pulled (ergd's /metrics, `erg exporter`) or pushed
+/// (EnergyHistogram, EnergyCumulativeCounter, PowerGauge), in one place. Pulled names follow
+/// Prometheus naming (unit suffixes, `_total` for counters); pushed names are Zeus's, so Zeus's
+/// dashboards keep working.
+///
+/// Energy counter semantics (every `*_energy_joules_total`): joules the device consumed since the
+/// exporter first read it (so every energy series starts at 0), never decreasing: RAPL wraps are
+/// compensated by the RAPL backend, and a GPU driver counter that restarts or steps back is
+/// bridged (and counted in erg_gpu_energy_anomalies_total). While a device does not
+/// answer, its series are withdrawn (no frozen value); when it answers again they continue from
+/// where they were (the energy drawn meanwhile included), so rate() and increase() stay right.
+
+namespace erg::prom::names {
+
+// ---- pulled: device metrics ------------------------------------------------------------------
+
+/// Counter, J: GPU energy (semantics above). Labels: index, uuid, name, node, user labels.
+inline constexpr const char* kGpuEnergy = "erg_gpu_energy_joules_total";
+/// Gauge, W: GPU power by `domain` (device_instant, device_average, memory_average).
+inline constexpr const char* kGpuPower = "erg_gpu_power_watts";
+/// Gauge, W: current GPU power limit.
+inline constexpr const char* kGpuPowerLimit = "erg_gpu_power_limit_watts";
+/// Gauge, °C: GPU core temperature (GPUs that report it).
+inline constexpr const char* kGpuTemperature = "erg_gpu_temperature_celsius";
+/// Gauge, 1/0: the GPU answered this scrape's reads. 0 (lost, failing after retries): its energy,
+/// power, limit and temperature series are withdrawn until it answers again.
+inline constexpr const char* kGpuUp = "erg_gpu_up";
+/// Counter: times the GPU's energy counter went back (a driver reload restarting it, or a step
+/// back); the energy metric never goes back with it.
+inline constexpr const char* kGpuCounterAnomalies = "erg_gpu_energy_anomalies_total";
+/// Counter, J: CPU package energy, RAPL (semantics above). Labels: index, name, node, user labels.
+inline constexpr const char* kCpuEnergy = "erg_cpu_energy_joules_total";
+/// Counter, J: DRAM energy of a CPU package, RAPL (packages with a DRAM zone).
+inline constexpr const char* kDramEnergy = "erg_dram_energy_joules_total";
+/// Gauge, 1/0: the CPU package's RAPL zones answered this scrape.
+inline constexpr const char* kCpuUp = "erg_cpu_up";
+/// Gauge, always 1: what is exporting. Labels: version, exporter (ergd or erg-exporter), node,
+/// simulated ("true" on a simulated machine), user labels.
+inline constexpr const char* kInfo = "erg_info";
+
+// ---- pulled: the exporter's own metrics ----------------------------------------------------------
+
+/// Gauge, s: how long this scrape took to read every device.
+inline constexpr const char* kScrapeDuration = "erg_exporter_scrape_duration_seconds";
+/// Counter: device reads that failed (after the retries a transient error gets). Labels: device
+/// (gpu, cpu), index.
+inline constexpr const char* kReadErrors = "erg_exporter_read_errors_total";
+
+// ---- pushed: Zeus's names (reference/zeus.md §7), labels window and index -------------------------
+
+/// Histogram (EnergyHistogram) or counter (EnergyCumulativeCounter), J.
+inline constexpr const char* kPushGpuEnergy = "energy_monitor_gpu_energy_joules";
+inline constexpr const char* kPushCpuEnergy = "energy_monitor_cpu_energy_joules";
+inline constexpr const char* kPushDramEnergy = "energy_monitor_dram_energy_joules";
+/// Gauge (PowerGauge), W.
+inline constexpr const char* kPushGpuPower = "power_monitor_gpu_power_watts";
+
+}  // namespace erg::prom::names

@@ -1,0 +1,319 @@
+#include "erg/exporters/prometheus/collector.hpp"
+
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+
+#include "erg/exporters/prometheus/metric_names.hpp"
+#include "erg/measure/energy_monitor.hpp"
+
+#ifndef ERG_VERSION
+#define ERG_VERSION "unknown"
+#endif
+
+namespace erg::prom {
+
+namespace pm = ::prometheus;
+
+namespace {
+
+using Labels = std::vector<pm::ClientMetric::Label>;
+
+/// Attempts of a device read that fails with an error that can pass (timeout, I/O, unknown driver
+/// error): tried again at once, as erg's monitors do; a lost GPU is not retried.
+constexpr int kReadAttempts = 5;
+
+template <class Read>
+auto read_retrying(Read&& read) {
+  auto r = read();
+  for (int attempt = 1; !r && attempt < kReadAttempts && transient(r.error().code); ++attempt) r = read();
+  return r;
+}
+
+/// A read that failed for a reason other than the device lacking the capability.
+template <class R>
+bool failed(const R& r) {
+  return !r && r.error().code != ErrorCode::kNotSupported;
+}
+
+pm::MetricFamily family(const char* name, const char* help, pm::MetricType type) {
+  pm::MetricFamily f;
+  f.name = name;
+  f.help = help;
+  f.type = type;
+  return f;
+}
+
+void add(pm::MetricFamily& f, Labels labels, double value) {
+  pm::ClientMetric m;
+  m.label = std::move(labels);
+  if (f.type == pm::MetricType::Counter)
+    m.counter.value = value;
+  else
+    m.gauge.value = value;
+  f.metric.push_back(std::move(m));
+}
+
+Labels with(Labels labels, std::string name, std::string value) {
+  labels.push_back({std::move(name), std::move(value)});
+  return labels;
+}
+
+/// A counter fed from a monotonic source (the RAPL backend's wrap-compensated total): counts
+/// from 0 at the first read, only moves forward; a source that went back (a reset) adds nothing
+/// for that read and is followed from its new value.
+struct FollowedCounter {
+  std::optional<double> seen_j;
+  double shown_j = 0.0;
+  void advance(double now_j) {
+    if (seen_j && now_j > *seen_j) shown_j += now_j - *seen_j;
+    seen_j = now_j;
+  }
+};
+
+struct GpuState {
+  Labels labels;
+  bool has_counter = true;
+  std::vector<PowerDomain> domains;
+  bool temperature = false;
+  double shown_j = 0.0;  // never decreases
+  std::uint64_t anomalies = 0;
+  std::uint64_t read_errors = 0;
+};
+
+struct CpuState {
+  Labels labels;
+  bool has_dram = false;
+  FollowedCounter package, dram;
+  std::uint64_t read_errors = 0;
+};
+
+/// The window every scrape peeks at: each GPU's energy since the first scrape.
+constexpr const char* kWindow = "erg-prometheus";
+
+bool label_name_ok(const std::string& n) {
+  if (n.empty() || (n.size() >= 2 && n[0] == '_' && n[1] == '_')) return false;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const char c = n[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<void> check_user_labels(const std::map<std::string, std::string>& labels) {
+  for (const auto& [name, value] : labels) {
+    if (!label_name_ok(name))
+      return fail(ErrorCode::kInvalidArgument, "label '" + name +
+                                                   "' is not a Prometheus label name "
+                                                   "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)");
+    for (const char* own : {"index", "uuid", "name", "node", "domain", "device", "version", "exporter", "simulated"})
+      if (name == own) return fail(ErrorCode::kInvalidArgument, "label '" + name + "' is set by erg itself");
+  }
+  return ok();
+}
+
+Result<std::pair<std::string, std::string>> parse_label(std::string_view text) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos)
+    return fail(ErrorCode::kInvalidArgument, "label '" + std::string(text) + "' must be NAME=VALUE");
+  std::pair<std::string, std::string> kv{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  if (auto checked = check_user_labels({kv}); !checked) return fail(checked.error());
+  return kv;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+struct Collector::Impl {
+  std::mutex mutex;
+  CollectorOptions options;
+  Labels common;  // node and user labels, after the device's own
+  std::vector<std::shared_ptr<Gpu>> gpus;
+  std::vector<std::shared_ptr<Cpu>> cpus;
+  std::vector<GpuState> gpu;
+  std::vector<CpuState> cpu;
+  // Follows the GPU energy counters from the first scrape on (its follower reads each counter
+  // around every update), so a counter that steps back or restarts between two scrapes is
+  // bridged and counted, not missed: a step back smaller than what the GPU drew since the last
+  // scrape leaves the counter above its last value, and reading at scrapes alone would take it
+  // for progress. Plain counter differences (no edge estimate): a scrape shows what the driver
+  // counted up to now.
+  std::unique_ptr<measure::EnergyMonitor> monitor;
+  bool monitor_tried = false;
+
+  std::vector<pm::MetricFamily> collect();
+};
+
+Result<std::shared_ptr<Collector>> Collector::create(std::vector<std::shared_ptr<Gpu>> gpus,
+                                                     std::vector<std::shared_ptr<Cpu>> cpus, CollectorOptions options) {
+  if (auto checked = check_user_labels(options.labels); !checked) return fail(checked.error());
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.options = std::move(options);
+  if (!m.options.node.empty()) m.common.push_back({"node", m.options.node});
+  for (const auto& [k, v] : m.options.labels) m.common.push_back({k, v});
+  m.gpus = std::move(gpus);
+  m.cpus = std::move(cpus);
+  for (unsigned i = 0; i < m.gpus.size(); ++i) {
+    GpuState s;
+    s.labels = {{"index", std::to_string(i)}, {"name", m.gpus[i]->name()}, {"uuid", m.gpus[i]->uuid()}};
+    s.labels.insert(s.labels.end(), m.common.begin(), m.common.end());
+    const auto caps = m.gpus[i]->capabilities();
+    s.has_counter = caps.energy_counter;
+    s.domains = caps.power_domains;
+    s.temperature = caps.temperature;
+    m.gpu.push_back(std::move(s));
+  }
+  for (unsigned i = 0; i < m.cpus.size(); ++i) {
+    CpuState s;
+    s.labels = {{"index", std::to_string(i)}, {"name", m.cpus[i]->name()}};
+    s.labels.insert(s.labels.end(), m.common.begin(), m.common.end());
+    s.has_dram = m.cpus[i]->capabilities().dram;
+    m.cpu.push_back(std::move(s));
+  }
+  return std::shared_ptr<Collector>(new Collector(std::move(impl)));
+}
+
+Collector::Collector(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Collector::~Collector() = default;
+
+std::vector<pm::MetricFamily> Collector::Collect() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->collect();
+}
+
+std::string Collector::scrape() const {
+  pm::TextSerializer serializer;
+  return serializer.Serialize(Collect());
+}
+
+std::vector<pm::MetricFamily> Collector::Impl::collect() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!monitor_tried) {
+    monitor_tried = true;
+    std::vector<unsigned> followed;
+    for (unsigned i = 0; i < gpus.size(); ++i)
+      if (gpu[i].has_counter) followed.push_back(i);
+    if (!followed.empty()) {
+      measure::EnergyMonitorOptions o;
+      o.gpu_indices = followed;
+      o.cpu_indices = std::vector<unsigned>{};
+      o.extrapolate_counters = false;
+      auto made = measure::EnergyMonitor::create(gpus, {}, o);
+      if (made && (*made)->begin_window(kWindow, false)) monitor = std::move(*made);
+    }
+  }
+  std::optional<measure::Measurement> so_far;
+  if (monitor)
+    if (auto r = monitor->peek_window(kWindow)) so_far = std::move(*r);
+
+  auto energy =
+      family(names::kGpuEnergy, "GPU energy since the exporter first read the GPU (J)", pm::MetricType::Counter);
+  auto power = family(names::kGpuPower, "GPU power by domain (W)", pm::MetricType::Gauge);
+  auto limit = family(names::kGpuPowerLimit, "GPU power limit (W)", pm::MetricType::Gauge);
+  auto temp = family(names::kGpuTemperature, "GPU core temperature (Celsius)", pm::MetricType::Gauge);
+  auto gup =
+      family(names::kGpuUp, "1 if the GPU answered this scrape; 0 while it does not (its other series withdrawn)",
+             pm::MetricType::Gauge);
+  auto anomalies =
+      family(names::kGpuCounterAnomalies,
+             "Times the GPU's energy counter went back (restart or step back); the energy metric bridges them",
+             pm::MetricType::Counter);
+  auto cpu_energy = family(names::kCpuEnergy, "CPU package energy since the exporter first read it, RAPL (J)",
+                           pm::MetricType::Counter);
+  auto dram_energy =
+      family(names::kDramEnergy, "DRAM energy since the exporter first read it, RAPL (J)", pm::MetricType::Counter);
+  auto cup =
+      family(names::kCpuUp, "1 if the CPU package answered this scrape; 0 while it does not", pm::MetricType::Gauge);
+  auto errors = family(names::kReadErrors, "Device reads that failed after retries", pm::MetricType::Counter);
+
+  for (unsigned i = 0; i < gpus.size(); ++i) {
+    Gpu& g = *gpus[i];
+    GpuState& s = gpu[i];
+    const measure::GpuEnergy* counted = nullptr;
+    if (so_far)
+      for (const auto& ge : so_far->gpus)
+        if (ge.index == i) counted = &ge;
+    std::vector<std::pair<PowerDomain, Result<MilliWatts>>> powers;
+    bool down = s.has_counter && (counted == nullptr || !counted->energy);
+    for (PowerDomain d : s.domains) {
+      if (down) break;
+      powers.emplace_back(d, read_retrying([&] { return g.power(d); }));
+      down = failed(powers.back().second);
+    }
+    auto l =
+        down ? Result<MilliWatts>(fail(ErrorCode::kUnavailable, "")) : read_retrying([&] { return g.power_limit(); });
+    down = down || failed(l);
+    std::optional<Result<int>> t;
+    if (!down && s.temperature) {
+      t = read_retrying([&] { return g.temperature(); });
+      down = failed(*t);
+    }
+    if (down) {
+      ++s.read_errors;
+      add(gup, s.labels, 0);
+    } else {
+      add(gup, s.labels, 1);
+      if (s.has_counter) {
+        s.shown_j = std::max(s.shown_j, Joules(*counted->energy).value());
+        add(energy, s.labels, s.shown_j);
+        s.anomalies = std::max(s.anomalies, counted->counter_restarts + counted->counter_backwards);
+      }
+      for (auto& [d, p] : powers)
+        if (p) add(power, with(s.labels, "domain", std::string(to_string(d))), Watts(*p).value());
+      if (l) add(limit, s.labels, Watts(*l).value());
+      if (t && *t) add(temp, s.labels, static_cast<double>(**t));
+    }
+    if (s.has_counter) add(anomalies, s.labels, static_cast<double>(s.anomalies));
+    Labels el{{"device", "gpu"}, {"index", std::to_string(i)}};
+    el.insert(el.end(), common.begin(), common.end());
+    add(errors, std::move(el), static_cast<double>(s.read_errors));
+  }
+  for (unsigned i = 0; i < cpus.size(); ++i) {
+    Cpu& c = *cpus[i];
+    CpuState& s = cpu[i];
+    auto e = read_retrying([&] { return c.package_energy(); });
+    auto d = s.has_dram ? read_retrying([&] { return c.dram_energy(); }) : Result<MicroJoules>(MicroJoules(0));
+    if (!e || !d) {
+      ++s.read_errors;
+      add(cup, s.labels, 0);
+    } else {
+      add(cup, s.labels, 1);
+      s.package.advance(Joules(*e).value());
+      add(cpu_energy, s.labels, s.package.shown_j);
+      if (s.has_dram) {
+        s.dram.advance(Joules(*d).value());
+        add(dram_energy, s.labels, s.dram.shown_j);
+      }
+    }
+    Labels el{{"device", "cpu"}, {"index", std::to_string(i)}};
+    el.insert(el.end(), common.begin(), common.end());
+    add(errors, std::move(el), static_cast<double>(s.read_errors));
+  }
+
+  auto info = family(names::kInfo, "What is exporting: erg version, exporter, node, simulated", pm::MetricType::Gauge);
+  Labels il{
+      {"exporter", options.exporter}, {"simulated", options.simulated ? "true" : "false"}, {"version", ERG_VERSION}};
+  il.insert(il.end(), common.begin(), common.end());
+  add(info, std::move(il), 1);
+  auto duration =
+      family(names::kScrapeDuration, "Time this scrape spent reading the devices (s)", pm::MetricType::Gauge);
+  add(duration, common, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+  std::vector<pm::MetricFamily> out;
+  for (auto* f :
+       {&energy, &power, &limit, &temp, &gup, &anomalies, &cpu_energy, &dram_energy, &cup, &info, &duration, &errors})
+    if (!f->metric.empty()) out.push_back(std::move(*f));
+  return out;
+}
+
+}  // namespace erg::prom

@@ -1,0 +1,175 @@
+// Acceptance 1 and 3 of the Prometheus exporter (docs/prometheus.md): Debian's prometheus scrapes
+// `erg exporter` and ergd over one simulated machine under load, and rate() of every energy
+// counter matches the simulator's true power within 5 % across RAPL wraps; promtool accepts both
+// expositions and packaging/prometheus/prometheus.yml.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "erg/sim/machine.hpp"
+#include "erg/sim/spec.hpp"
+#include "prom_rig.hpp"
+
+namespace erg {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::BackgroundShell;
+using testing::Prometheus;
+
+// A package range of 300 J: at 100 W the package counter wraps every 3 s and DRAM (40 W) every
+// 7.5 s, so the 15 s rate window holds several wraps of each (rapl=near-wrap: the first comes
+// 3 s after the machine starts).
+constexpr double kRangeJ = 300.0;
+constexpr double kPackageW = 100.0, kDramW = 40.0;
+const char* kSpec =
+    R"({"gpus": [{"sku": "A100"}, {"sku": "H100"}], "cpus": [{"max_energy_range_uj": 300000000}],
+        "rapl": "near-wrap", "seed": 16})";
+
+std::string exporter_port(const BackgroundShell& exporter) {
+  for (int i = 0; i < 200; ++i) {
+    auto line = exporter.out();
+    if (auto nl = line.find('\n'); nl != std::string::npos) {
+      auto j = json::parse(line.substr(0, nl), nullptr, false);
+      if (!j.is_discarded() && j.contains("port")) return std::to_string(j["port"].get<int>());
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return "";
+}
+
+/// `promtool check metrics` over `text`: "" when it accepts it, else what it said.
+std::string promtool_check_metrics(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string file = dir + "/" + name + ".prom";
+  std::ofstream(file) << text;
+  auto r = testing::run_shell("/usr/bin/promtool check metrics < " + file);
+  return r.exit_code == 0 ? "" : "exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
+}
+
+class PrometheusPull : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto spec = sim::parse_spec(kSpec);
+    ASSERT_TRUE(spec) << spec.error().message;
+    auto m = sim::Machine::create_temp(*spec);
+    ASSERT_TRUE(m) << m.error().message;
+    machine_ = std::move(*m);
+    ASSERT_TRUE(machine_->export_env());
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    ::unsetenv("ERG_DAEMON_SOCK");
+    ASSERT_TRUE(machine_->set_utilization(0, 0.9));
+    ASSERT_TRUE(machine_->set_utilization(1, 0.4));
+    ASSERT_TRUE(machine_->set_cpu_power(0, Watts(kPackageW), Watts(kDramW)));
+  }
+  std::unique_ptr<sim::Machine> machine_;
+  testing::TempDir dir_;
+};
+
+TEST_F(PrometheusPull, RatesOfEveryEnergyCounterMatchTheSimulatedPowerAcrossRaplWraps) {
+  // erg exporter, port picked by the kernel and printed with --json.
+  BackgroundShell exporter(std::string("exec ") + ERG_CLI_PATH +
+                           " exporter --listen 127.0.0.1:0 --json --node sim-node --label cluster=ci");
+  const std::string eport = exporter_port(exporter);
+  ASSERT_FALSE(eport.empty()) << exporter.out() << exporter.err();
+  // ergd, read-only groups (no root needed), /metrics over TCP.
+  const int dport = testing::free_port();
+  BackgroundShell ergd(
+      std::string("exec ") + ERGD_PATH + " --socket-path " + dir_.path() +
+      "/ergd.sock --enable gpu-read,cpu-read --metrics-node sim-node --tcp 127.0.0.1:" + std::to_string(dport));
+  bool ergd_up = false;
+  for (int i = 0; i < 200 && !ergd_up; ++i) {
+    auto r = testing::http_get(dport, "/metrics");
+    ergd_up = r && r->status == 200;
+    if (!ergd_up) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(ergd_up) << ergd.err();
+
+  Prometheus prom(dir_.path(), "  - job_name: erg-exporter\n    static_configs: [{targets: ['127.0.0.1:" + eport +
+                                   "']}]\n  - job_name: ergd\n    static_configs: [{targets: ['127.0.0.1:" +
+                                   std::to_string(dport) + "']}]\n");
+  ASSERT_TRUE(prom.wait_up({"erg-exporter", "ergd"})) << prom.log();
+
+  // The true energies over the last 15 s before the queries (the load is constant).
+  auto truth = [&] {
+    std::array<double, 4> j{};
+    j[0] = machine_->true_energy(0)->value();
+    j[1] = machine_->true_energy(1)->value();
+    j[2] = machine_->true_cpu_energy(0)->value();
+    j[3] = machine_->true_dram_energy(0)->value();
+    return j;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto e0 = truth();
+  std::this_thread::sleep_for(16s);
+  const auto e1 = truth();
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::array<double, 4> watts{};
+  for (int k = 0; k < 4; ++k) watts[k] = (e1[k] - e0[k]) / dt;
+  // Several wraps of each RAPL counter inside the window (their range is 300 J).
+  EXPECT_GT(e1[2] - e0[2], 2 * kRangeJ);
+  EXPECT_GT(e1[3] - e0[3], kRangeJ);
+
+  for (const std::string job : {"erg-exporter", "ergd"}) {
+    const std::string sel = "job=\"" + job + "\",node=\"sim-node\"";
+    const std::pair<std::string, double> checks[] = {
+        {"rate(erg_gpu_energy_joules_total{" + sel + ",index=\"0\"}[15s])", watts[0]},
+        {"rate(erg_gpu_energy_joules_total{" + sel + ",index=\"1\"}[15s])", watts[1]},
+        {"rate(erg_cpu_energy_joules_total{" + sel + ",index=\"0\"}[15s])", watts[2]},
+        {"rate(erg_dram_energy_joules_total{" + sel + ",index=\"0\"}[15s])", watts[3]},
+    };
+    for (const auto& [expr, want] : checks) {
+      auto got = prom.value(expr);
+      ASSERT_TRUE(got) << expr << "\n" << prom.log();
+      std::printf("%s = %.2f W, simulated %.2f W (%+.2f %%)\n", expr.c_str(), *got, want, 100.0 * (*got - want) / want);
+      EXPECT_NEAR(*got, want, 0.05 * want) << expr << " (true mean power " << want << " W)";
+    }
+    // Energy counters never went back (resets() counts decreases).
+    for (const char* m :
+         {"erg_gpu_energy_joules_total", "erg_cpu_energy_joules_total", "erg_dram_energy_joules_total"}) {
+      auto res = prom.query(std::string("resets(") + m + "{" + sel + "}[1m])");
+      ASSERT_FALSE(res.empty()) << m;
+      for (auto& s : res) EXPECT_EQ(s["value"][1], "0") << m << " " << s.dump();
+    }
+    EXPECT_EQ(prom.value("erg_gpu_up{" + sel + "}"), 1.0);
+    EXPECT_TRUE(prom.value("erg_gpu_power_watts{" + sel + ",domain=\"device_instant\"}"));
+    EXPECT_TRUE(prom.value("erg_gpu_temperature_celsius{" + sel + "}"));
+    EXPECT_EQ(prom.value("erg_info{" + sel + ",simulated=\"true\"}"), 1.0);
+  }
+  EXPECT_EQ(prom.value("erg_gpu_up{job=\"erg-exporter\",cluster=\"ci\",index=\"1\"}"), 1.0);
+
+  // promtool accepts both expositions.
+  auto em = testing::http_get(std::stoi(eport), "/metrics");
+  auto dm = testing::http_get(dport, "/metrics");
+  ASSERT_TRUE(em && dm);
+  EXPECT_EQ(promtool_check_metrics(dir_.path(), "exporter", em->body), "") << em->body;
+  EXPECT_EQ(promtool_check_metrics(dir_.path(), "ergd", dm->body), "") << dm->body;
+}
+
+// `erg exporter --once` prints one exposition; promtool accepts it; bad labels are refused with
+// the label named.
+TEST_F(PrometheusPull, ExporterOnceIsValidAndBadLabelsAreNamed) {
+  auto r = testing::run_shell(std::string(ERG_CLI_PATH) + " exporter --once --label team=ml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("erg_gpu_energy_joules_total{index=\"1\""), std::string::npos) << r.out;
+  EXPECT_EQ(promtool_check_metrics(dir_.path(), "once", r.out), "");
+  auto bad = testing::run_shell(std::string(ERG_CLI_PATH) + " exporter --once --label 9x=1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("'9x'"), std::string::npos) << bad.err;
+  auto taken = testing::run_shell(std::string(ERG_CLI_PATH) + " exporter --listen 127.0.0.1:notaport");
+  EXPECT_NE(taken.exit_code, 0);
+  EXPECT_NE(taken.err.find("--listen"), std::string::npos) << taken.err;
+}
+
+TEST(PrometheusConfig, PromtoolAcceptsThePackagedScrapeConfig) {
+  auto r = testing::run_shell(std::string("/usr/bin/promtool check config ") + ERG_SOURCE_DIR +
+                              "/packaging/prometheus/prometheus.yml");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace erg
