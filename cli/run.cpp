@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "app.hpp"
+#include "carbon_cli.hpp"
+#include "erg/carbon/hourly.hpp"
 #include "erg/core/file.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -63,7 +65,7 @@ struct SignalForwarding {
 /// the document is final ("complete") around the measurement's fields.
 nlohmann::json run_document(const std::vector<std::string>& command, const measure::Measurement& m,
                             const Inventory& inventory, const std::string& status, std::optional<int> exit_code,
-                            const std::string& error = "") {
+                            const std::string& error = "", const CarbonCli* carbon = nullptr) {
   nlohmann::json out;
   out["command"] = command;
   out["exit_code"] = exit_code ? nlohmann::json(*exit_code) : nlohmann::json(nullptr);
@@ -72,6 +74,7 @@ nlohmann::json run_document(const std::vector<std::string>& command, const measu
   const nlohmann::json fields = measurement_json(m, inventory);
   for (const auto& [k, v] : fields.items()) out[k] = v;
   if (!error.empty()) out["error"] = error;
+  if (carbon != nullptr) carbon->add_json(out);
   return out;
 }
 
@@ -122,6 +125,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     std::vector<unsigned> cpus;
     std::vector<std::string> command;
     bool no_settle = false;
+    CarbonCli carbon;
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_flag("--json", opts->json, "Print one JSON object to stdout (or --output)");
@@ -137,6 +141,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--no-settle", opts->no_settle,
                 "Return when the command exits instead of waiting (at most one counter period, ~0.1 s) for the "
                 "GPU counters' next update; the last part is then extrapolated (extrapolated_s says how much)");
+  opts->carbon.add_options(*cmd);
   cmd->add_option("command", opts->command, "The command to run, after --");
   cmd->footer(
       "Exits with the command's exit code (128 + signal if it was killed). The summary goes to stderr. "
@@ -156,11 +161,19 @@ void add_run_command(CLI::App& app, Context& ctx) {
       if (auto r = check_writable(opts->timeline); !r) throw CliError{kExitUsage, r.error().message};
     if (!opts->output.empty() && !opts->timeline.empty() && same_file(opts->output, opts->timeline))
       throw CliError{kExitUsage, "--output and --timeline name the same file (" + opts->output + ")"};
+    opts->carbon.setup();
 
     auto inventory = ctx.discover(opts->gpus, opts->cpus);
     if (!inventory) throw CliError{kExitUsage, inventory.error().message};
     auto monitor = make_energy_monitor(*inventory, opts->gpus, opts->cpus, !opts->no_settle);
     const Clock& clock = SteadyClock::instance();
+    // With --carbon/--price the run's energy is also split at UTC hours (carbon/hourly.hpp).
+    std::unique_ptr<carbon::HourlyEnergyMonitor> hourly;
+    if (opts->carbon.active()) {
+      carbon::HourlyOptions ho;
+      ho.on_hour_end = [c = &opts->carbon](carbon::UtcHour h) { c->on_hour_end(h); };
+      hourly = carbon::HourlyEnergyMonitor::wrap(*monitor, clock, std::move(ho));
+    }
 
     std::unique_ptr<measure::PowerMonitor> sampler;
     std::vector<unsigned> timeline_cpus;
@@ -185,7 +198,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
 
     const std::string window = "erg.run";
     auto t0 = clock.now();
-    if (auto r = monitor->begin_window(window, false); !r) throw CliError{kExitFailure, r.error().message};
+    if (auto r = hourly ? hourly->begin_window(window, false) : monitor->begin_window(window, false); !r)
+      throw CliError{kExitFailure, r.error().message};
     // The files are set up before the command starts (a path that cannot be written is an error
     // now, not after the run) and appear once it runs.
     std::unique_ptr<TimelineLog> timeline;
@@ -203,8 +217,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
     // the window in which a kill leaves a temporary file beside FILE stays microseconds); the
     // final document is.
     auto write_output = [&](const measure::Measurement& m, const std::string& status, std::optional<int> code,
-                            const std::string& error = "") {
-      const std::string text = json_text(run_document(opts->command, m, *inventory, status, code, error));
+                            const std::string& error = "", const CarbonCli* carbon = nullptr) {
+      const std::string text = json_text(run_document(opts->command, m, *inventory, status, code, error, carbon));
       return status == "running" ? write_file_atomic(opts->output, text, 0644, /*sync=*/false)
                                  : write_file_atomically(opts->output, text);
     };
@@ -214,7 +228,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     pid_t pid = 0;
     int rc = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
     if (rc != 0) {
-      (void)monitor->cancel_window(window);
+      (void)(hourly ? hourly->cancel_window(window) : monitor->cancel_window(window));
       throw CliError{rc == ENOENT ? 127 : 126, "cannot run '" + opts->command[0] + "': " + std::strerror(rc)};
     }
     g_child = pid;
@@ -247,7 +261,19 @@ void add_run_command(CLI::App& app, Context& ctx) {
     }
     g_child = 0;
     auto t1 = timeline ? timeline->mark_end() : clock.now();
-    auto measurement = monitor->end_window(window, false);
+    std::optional<carbon::HourlyMeasurement> by_hour;
+    Result<measure::Measurement> measurement = fail(ErrorCode::kInternal, "no measurement");
+    if (hourly) {
+      auto hm = hourly->end_window(window, false);
+      if (hm) {
+        measurement = hm->energy;
+        by_hour = std::move(*hm);
+      } else {
+        measurement = fail(hm.error());
+      }
+    } else {
+      measurement = monitor->end_window(window, false);
+    }
     writer.stop();
     if (progress) progress->stop();
     if (sampler) sampler->stop();
@@ -264,14 +290,16 @@ void add_run_command(CLI::App& app, Context& ctx) {
       }
       throw CliError{kExitFailure, measurement.error().message};
     }
-    std::cerr << measurement_table(*measurement, *inventory);
+    if (by_hour) opts->carbon.attribute(*by_hour);  // provider problems become warnings, never errors
+    std::cerr << measurement_table(*measurement, *inventory) << opts->carbon.table();
 
     if (opts->json || !opts->output.empty()) {
       if (!opts->output.empty()) {
-        if (auto r = write_output(*measurement, "complete", exit_code); !r)
+        if (auto r = write_output(*measurement, "complete", exit_code, "", &opts->carbon); !r)
           throw CliError{kExitFailure, r.error().message};
       } else {
-        std::cout << json_text(run_document(opts->command, *measurement, *inventory, "complete", exit_code));
+        std::cout << json_text(
+            run_document(opts->command, *measurement, *inventory, "complete", exit_code, "", &opts->carbon));
       }
     }
     if (!timeline_error.empty()) throw CliError{kExitFailure, timeline_error};

@@ -646,6 +646,13 @@ void add_power_limit(py::module_& m) {
 
 }  // namespace
 
+// Shared with the bindings in other files (carbon_bindings.cpp): one translator, one inventory.
+namespace erg_python {
+[[noreturn]] void raise_error(erg::Error error) { raise(std::move(error)); }
+const erg::Inventory& inventory_of(py::handle inventory) { return inventory.cast<const PyInventory&>().inv; }
+}  // namespace erg_python
+void bind_carbon(py::module_& m);
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "erg's native core (private; use the `erg` package)";
   py::register_exception_translator(&translate);
@@ -1128,6 +1135,7 @@ PYBIND11_MODULE(_core, m) {
       "The monitors' clock (CLOCK_MONOTONIC), seconds.");
 
   bind_profile(m);
+  bind_carbon(m);
 
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
