@@ -197,9 +197,15 @@ Result<Discovery> discover(const DiscoveryOptions& opts) {
 
   // 3. Which GPUs, in which order. CUDA_VISIBLE_DEVICES that only a mixed machine's NVIDIA GPUs
   // could satisfy is not an error here unless HIP_VISIBLE_DEVICES said so.
+  if (handles->empty()) return found;  // no AMD GPU: nothing for the variables to select
   auto visible = parse_visible_devices(
       visible_value ? std::optional<std::string_view>(*visible_value) : std::optional<std::string_view>(), variable);
-  if (!visible) return fail(visible.error());
+  if (!visible) {
+    // CUDA_VISIBLE_DEVICES naming GPUs by UUID (or MIG) speaks of NVIDIA GPUs only: on a mixed
+    // machine it leaves no AMD GPU visible. HIP_VISIBLE_DEVICES must be indices.
+    if (variable != "CUDA_VISIBLE_DEVICES") return fail(visible.error());
+    visible = std::optional<std::vector<unsigned>>(std::vector<unsigned>{});
+  }
   std::vector<unsigned> physical;
   if (*visible) {
     for (unsigned i : **visible) {
