@@ -175,6 +175,32 @@ class power_limit:
         current_power_limit: Optional[int]
         selector: str
 
+class prometheus:
+    # Pushgateway metrics (erg::prom); reports queue in take_messages(), never called back.
+    DEFAULT_GPU_BUCKETS: List[float]
+    DEFAULT_CPU_BUCKETS: List[float]
+    DEFAULT_DRAM_BUCKETS: List[float]
+    class _Push:
+        def begin_window(self, name: str) -> None: ...
+        def end_window(self, name: str) -> None: ...
+        def flush(self, timeout_s: float) -> bool: ...
+        push_errors: int
+        def take_messages(self) -> List[str]: ...
+        def close(self) -> None: ...
+    class EnergyHistogram(_Push):
+        def __init__(self, inventory: Inventory, gpu_indices: Optional[List[int]], cpu_indices: Optional[List[int]],
+                     gateway_url: str, job: str, grouping: Dict[str, str], gpu_buckets: List[float],
+                     cpu_buckets: List[float], dram_buckets: List[float], timeout_s: float, max_attempts: int,
+                     retry_backoff_s: float, close_timeout_s: float) -> None: ...
+    class EnergyCumulativeCounter(_Push):
+        def __init__(self, inventory: Inventory, gpu_indices: Optional[List[int]], cpu_indices: Optional[List[int]],
+                     update_period_s: float, gateway_url: str, job: str, grouping: Dict[str, str],
+                     timeout_s: float, max_attempts: int, retry_backoff_s: float, close_timeout_s: float) -> None: ...
+    class PowerGauge(_Push):
+        def __init__(self, inventory: Inventory, gpu_indices: Optional[List[int]], update_period_s: float,
+                     gateway_url: str, job: str, grouping: Dict[str, str], timeout_s: float, max_attempts: int,
+                     retry_backoff_s: float, close_timeout_s: float) -> None: ...
+
 class sim:
     FAULTS: List[str]
     class Machine:

@@ -9,11 +9,15 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -24,6 +28,7 @@
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
 #include "erg/devices/devices.hpp"
+#include "erg/exporters/prometheus/push.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/measurement.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -642,6 +647,198 @@ void add_power_limit(py::module_& m) {
                                return static_cast<long long>(c->value());
                              })
       .def_property_readonly("selector", [](const PyOptimizer& o) { return o.opt->selector().describe(); });
+}
+
+// --- Prometheus push (erg::prom: EnergyHistogram, EnergyCumulativeCounter, PowerGauge) -----------
+// Their reports (push failures from their sender thread, out-of-bucket energies from end_window)
+// are queued here, never handed to Python from a native thread; erg.metric takes them after
+// each call and logs them.
+
+/// Reports of one push object, bounded (the oldest go first; how many is counted).
+struct PushMessages {
+  static constexpr std::size_t kMax = 1000;
+  std::mutex mutex;
+  std::deque<std::string> queue;
+  std::uint64_t dropped = 0;
+  void add(const std::string& m) {
+    std::lock_guard lock(mutex);
+    if (queue.size() == kMax) {
+      queue.pop_front();
+      ++dropped;
+    }
+    queue.push_back(m);
+  }
+  std::vector<std::string> take() {
+    std::lock_guard lock(mutex);
+    std::vector<std::string> out(queue.begin(), queue.end());
+    queue.clear();
+    if (dropped != 0) out.push_back(std::to_string(dropped) + " earlier report(s) dropped");
+    dropped = 0;
+    return out;
+  }
+};
+
+/// A push object for Python: its reports, and a destructor that waits for the last pushes (at
+/// most the close timeout) with the GIL released.
+template <class T>
+struct PyPush {
+  std::shared_ptr<PushMessages> messages;
+  std::unique_ptr<T> obj;
+  std::uint64_t errors_at_close = 0;
+  PyPush() = default;
+  PyPush(PyPush&&) noexcept = default;
+  PyPush& operator=(PyPush&&) noexcept = default;
+  ~PyPush() { close(); }
+  void close() {
+    if (!obj) return;
+    errors_at_close = obj->push_errors();
+    if (PyGILState_Check() != 0) {
+      py::gil_scoped_release release;
+      obj.reset();
+    } else {
+      obj.reset();
+    }
+  }
+  T& get() {
+    if (!obj) raise({erg::ErrorCode::kUnavailable, "this push metric is closed"});
+    return *obj;
+  }
+};
+
+erg::prom::PushOptions push_options(const std::string& gateway_url, const std::string& job,
+                                    std::map<std::string, std::string> grouping, double timeout_s, int max_attempts,
+                                    double retry_backoff_s, double close_timeout_s,
+                                    const std::shared_ptr<PushMessages>& messages) {
+  auto ms = [](double s) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(s));
+  };
+  erg::prom::PushOptions o;
+  o.gateway_url = gateway_url;
+  o.job = job;
+  o.grouping = std::move(grouping);
+  o.timeout = ms(timeout_s);
+  o.max_attempts = max_attempts;
+  o.retry_backoff = ms(retry_backoff_s);
+  o.close_timeout = ms(close_timeout_s);
+  o.on_error = [messages](const std::string& m) { messages->add(m); };
+  return o;
+}
+
+/// The inventory's devices with these indices (all when None); InvalidArgument for an unknown one.
+template <class D>
+std::vector<std::shared_ptr<D>> select_devices(const std::vector<std::shared_ptr<D>>& all,
+                                               const std::optional<std::vector<unsigned>>& indices, const char* what) {
+  if (!indices) return all;
+  std::vector<std::shared_ptr<D>> out;
+  for (unsigned i : *indices) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const auto& d) { return d->index() == i; });
+    if (it == all.end())
+      raise({erg::ErrorCode::kInvalidArgument, std::string(what) + " index " + std::to_string(i) + " does not exist"});
+    out.push_back(*it);
+  }
+  return out;
+}
+
+template <class T>
+void push_methods(py::class_<PyPush<T>>& c) {
+  c.def(
+       "begin_window", [](PyPush<T>& p, const std::string& name) { unwrap(p.get().begin_window(name, false)); },
+       py::arg("name"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "end_window", [](PyPush<T>& p, const std::string& name) { unwrap(p.get().end_window(name, false)); },
+          py::arg("name"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "flush",
+          [](PyPush<T>& p, double timeout_s) {
+            return p.get().flush(
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeout_s)));
+          },
+          py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
+          "Waits until every queued push is sent or dropped, at most timeout_s. True if none is left.")
+      .def_property_readonly("push_errors",
+                             [](const PyPush<T>& p) { return p.obj ? p.obj->push_errors() : p.errors_at_close; })
+      .def("take_messages", [](PyPush<T>& p) { return p.messages->take(); })
+      .def("close", &PyPush<T>::close, "Waits for the last pushes (at most the close timeout), then stops.");
+}
+
+void add_prometheus(py::module_& m) {
+  namespace prom = erg::prom;
+  auto sub = m.def_submodule("prometheus", "Pushgateway metrics (erg::prom)");
+  sub.attr("DEFAULT_GPU_BUCKETS") = prom::kDefaultGpuBuckets;
+  sub.attr("DEFAULT_CPU_BUCKETS") = prom::kDefaultCpuBuckets;
+  sub.attr("DEFAULT_DRAM_BUCKETS") = prom::kDefaultDramBuckets;
+  using Hist = PyPush<prom::EnergyHistogram>;
+  py::class_<Hist> hist(sub, "EnergyHistogram");
+  hist.def(
+      py::init([](const PyInventory& inv, std::optional<std::vector<unsigned>> gpu_indices,
+                  std::optional<std::vector<unsigned>> cpu_indices, const std::string& gateway_url,
+                  const std::string& job, std::map<std::string, std::string> grouping, std::vector<double> gpu_buckets,
+                  std::vector<double> cpu_buckets, std::vector<double> dram_buckets, double timeout_s, int max_attempts,
+                  double retry_backoff_s, double close_timeout_s) {
+        Hist p;
+        p.messages = std::make_shared<PushMessages>();
+        auto o = push_options(gateway_url, job, std::move(grouping), timeout_s, max_attempts, retry_backoff_s,
+                              close_timeout_s, p.messages);
+        auto gpus = select_devices(inv.inv.gpus, gpu_indices, "GPU");
+        auto cpus = select_devices(inv.inv.cpus, cpu_indices, "CPU");
+        py::gil_scoped_release release;
+        p.obj =
+            unwrap(prom::EnergyHistogram::create(std::move(gpus), std::move(cpus), std::move(o), std::move(gpu_buckets),
+                                                 std::move(cpu_buckets), std::move(dram_buckets)));
+        return p;
+      }),
+      py::arg("inventory"), py::arg("gpu_indices"), py::arg("cpu_indices"), py::arg("gateway_url"), py::arg("job"),
+      py::arg("grouping"), py::arg("gpu_buckets"), py::arg("cpu_buckets"), py::arg("dram_buckets"),
+      py::arg("timeout_s"), py::arg("max_attempts"), py::arg("retry_backoff_s"), py::arg("close_timeout_s"));
+  push_methods(hist);
+
+  using Counter = PyPush<prom::EnergyCumulativeCounter>;
+  py::class_<Counter> counter(sub, "EnergyCumulativeCounter");
+  counter.def(
+      py::init([](const PyInventory& inv, std::optional<std::vector<unsigned>> gpu_indices,
+                  std::optional<std::vector<unsigned>> cpu_indices, double update_period_s,
+                  const std::string& gateway_url, const std::string& job, std::map<std::string, std::string> grouping,
+                  double timeout_s, int max_attempts, double retry_backoff_s, double close_timeout_s) {
+        Counter p;
+        p.messages = std::make_shared<PushMessages>();
+        auto o = push_options(gateway_url, job, std::move(grouping), timeout_s, max_attempts, retry_backoff_s,
+                              close_timeout_s, p.messages);
+        auto gpus = select_devices(inv.inv.gpus, gpu_indices, "GPU");
+        auto cpus = select_devices(inv.inv.cpus, cpu_indices, "CPU");
+        py::gil_scoped_release release;
+        p.obj = unwrap(prom::EnergyCumulativeCounter::create(
+            std::move(gpus), std::move(cpus),
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(update_period_s)),
+            std::move(o)));
+        return p;
+      }),
+      py::arg("inventory"), py::arg("gpu_indices"), py::arg("cpu_indices"), py::arg("update_period_s"),
+      py::arg("gateway_url"), py::arg("job"), py::arg("grouping"), py::arg("timeout_s"), py::arg("max_attempts"),
+      py::arg("retry_backoff_s"), py::arg("close_timeout_s"));
+  push_methods(counter);
+
+  using Gauge = PyPush<prom::PowerGauge>;
+  py::class_<Gauge> gauge(sub, "PowerGauge");
+  gauge.def(
+      py::init([](const PyInventory& inv, std::optional<std::vector<unsigned>> gpu_indices, double update_period_s,
+                  const std::string& gateway_url, const std::string& job, std::map<std::string, std::string> grouping,
+                  double timeout_s, int max_attempts, double retry_backoff_s, double close_timeout_s) {
+        Gauge p;
+        p.messages = std::make_shared<PushMessages>();
+        auto o = push_options(gateway_url, job, std::move(grouping), timeout_s, max_attempts, retry_backoff_s,
+                              close_timeout_s, p.messages);
+        auto gpus = select_devices(inv.inv.gpus, gpu_indices, "GPU");
+        py::gil_scoped_release release;
+        p.obj = unwrap(prom::PowerGauge::create(
+            std::move(gpus),
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(update_period_s)),
+            std::move(o)));
+        return p;
+      }),
+      py::arg("inventory"), py::arg("gpu_indices"), py::arg("update_period_s"), py::arg("gateway_url"), py::arg("job"),
+      py::arg("grouping"), py::arg("timeout_s"), py::arg("max_attempts"), py::arg("retry_backoff_s"),
+      py::arg("close_timeout_s"));
+  push_methods(gauge);
 }
 
 }  // namespace
@@ -1290,4 +1487,5 @@ PYBIND11_MODULE(_core, m) {
   }();
 
   add_power_limit(m);
+  add_prometheus(m);
 }

@@ -1,13 +1,15 @@
 // Acceptance 1 and 3 of the Prometheus exporter (docs/prometheus.md): Debian's prometheus scrapes
 // `erg exporter` and ergd over one simulated machine under load, and rate() of every energy
 // counter matches the simulator's true power within 5 % across RAPL wraps; promtool accepts both
-// expositions and packaging/prometheus/prometheus.yml.
+// expositions and packaging/prometheus/prometheus.yml; every query of the Grafana dashboard
+// (packaging/grafana/erg-dashboard.json) returns data.
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "erg/sim/machine.hpp"
@@ -148,6 +150,38 @@ TEST_F(PrometheusPull, RatesOfEveryEnergyCounterMatchTheSimulatedPowerAcrossRapl
   ASSERT_TRUE(em && dm);
   EXPECT_EQ(promtool_check_metrics(dir_.path(), "exporter", em->body), "") << em->body;
   EXPECT_EQ(promtool_check_metrics(dir_.path(), "ergd", dm->body), "") << dm->body;
+
+  // Every query of the Grafana dashboard returns data from this Prometheus, for both jobs.
+  std::ifstream dash_file(std::string(ERG_SOURCE_DIR) + "/packaging/grafana/erg-dashboard.json");
+  ASSERT_TRUE(dash_file) << "packaging/grafana/erg-dashboard.json";
+  const json dash = json::parse(dash_file, nullptr, false);
+  ASSERT_FALSE(dash.is_discarded()) << "the dashboard is not JSON";
+  auto values = testing::http_get(prom.port(), "/api/v1/label/node/values?" + testing::url_encode("match[]") + "=" +
+                                                   testing::url_encode("erg_info"));
+  ASSERT_TRUE(values && values->status == 200);
+  EXPECT_NE(values->body.find("\"sim-node\""), std::string::npos) << values->body;  // the $node variable
+  std::size_t queries = 0;
+  for (const auto& panel : dash["panels"]) {
+    ASSERT_TRUE(panel.contains("targets") && !panel["targets"].empty()) << panel["title"];
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      // Grafana's variables as the dashboard would set them for this node.
+      for (auto [var, value] : {std::pair{"$__rate_interval", "15s"}, {"$__range", "1m"}, {"$node", "sim-node"}})
+        for (auto at = expr.find(var); at != std::string::npos; at = expr.find(var))
+          expr.replace(at, std::string(var).size(), value);
+      ASSERT_EQ(expr.find('$'), std::string::npos) << "a variable the test does not set: " << expr;
+      auto res = prom.query(expr);
+      std::set<std::string> jobs;
+      for (const auto& r : res)
+        if (r["metric"].contains("job")) jobs.insert(r["metric"]["job"].get<std::string>());
+      EXPECT_FALSE(res.empty()) << panel["title"] << ": " << expr;
+      if (!expr.starts_with("sum by (node)")) {
+        EXPECT_EQ(jobs.size(), 2u) << panel["title"] << ": " << expr << " " << res.dump();
+      }
+      ++queries;
+    }
+  }
+  EXPECT_GE(queries, 10u);
 }
 
 // `erg exporter --once` prints one exposition; promtool accepts it; bad labels are refused with

@@ -28,6 +28,7 @@ LAYOUT = {
     "device.exception": ["ZeusBaseGPUError", "ZeusBaseCPUError", "ZeusBaseSoCError", "ZeusdError"],
     "device.common": ["has_sys_admin", "deprecated_alias", "DeprecatedAliasABCMeta"],
     "exception": ["ZeusBaseError"],
+    "metric": ["Metric", "EnergyHistogram", "EnergyCumulativeCounter", "PowerGauge"],
     "callback": ["Callback", "CallbackSet"],
     "profile": ["TrialResult", "SweepResult", "SweepReport", "measure", "profile_measurement_duration",
                 "profile_cooldown_duration", "profile_parameters"],
