@@ -435,11 +435,13 @@ struct Machine::Impl {
 
   void start_updater() {
     if (!has_files()) return;
-    if (::access(powercap.c_str(), R_OK | X_OK) != 0) return;
+    // SYS/class: there whether the machine has a powercap tree, a hwmon tree or both.
+    const fs::path classes = powercap.parent_path();
+    if (::access(classes.c_str(), R_OK | X_OK) != 0) return;
     {
       // Another user's simulation: its files are not ours to write.
       struct stat st {};
-      if (::stat(powercap.c_str(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return;
+      if (::stat(classes.c_str(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return;
     }
     updater = std::thread([this] {
       // Absolute deadlines: one write per RAPL period, without drifting by the write's cost.
