@@ -48,6 +48,21 @@ json cpu_json(Cpu& cpu) {
   return j;
 }
 
+json soc_json(Soc& soc) {
+  const auto& caps = soc.capabilities();
+  json j;
+  j["index"] = soc.index();
+  j["name"] = soc.name();
+  j["rails"] = json::array();
+  for (const auto& r : caps.rails) j["rails"].push_back({{"name", r.name}, {"kind", std::string(to_string(r.kind))}});
+  j["has_total_rail"] = caps.has_total_rail;
+  j["update_period_ms"] =
+      caps.update_period ? json(static_cast<double>(caps.update_period->count()) / 1000.0) : json(nullptr);
+  j["sample_period_ms"] =
+      caps.sample_period ? json(static_cast<double>(caps.sample_period->count()) / 1000.0) : json(nullptr);
+  return j;
+}
+
 json inventory_json(const Inventory& inv) {
   json j;
   j["simulated"] = inv.simulated;
@@ -55,6 +70,8 @@ json inventory_json(const Inventory& inv) {
   for (const auto& g : inv.gpus) j["gpus"].push_back(gpu_json(*g));
   j["cpus"] = json::array();
   for (const auto& c : inv.cpus) j["cpus"].push_back(cpu_json(*c));
+  j["socs"] = json::array();
+  for (const auto& s : inv.socs) j["socs"].push_back(soc_json(*s));
   j["unavailable"] = json::array();
   for (const auto& u : inv.unavailable)
     j["unavailable"].push_back({{"source", u.source}, {"code", std::string(to_string(u.code))}, {"reason", u.reason}});
@@ -97,7 +114,17 @@ void print_table(const json& j) {
                   c["dram"].get<bool>() ? "yes" : "no", range.c_str());
     }
   }
-  if (j["gpus"].empty() && j["cpus"].empty()) std::printf("\nNo usable GPU or CPU energy source found.\n");
+  if (!j["socs"].empty()) {
+    std::printf("\n%-4s %-8s %s\n", "SOC", "NAME", "RAILS (kind)");
+    for (const auto& s : j["socs"]) {
+      std::string rails;
+      for (const auto& r : s["rails"])
+        rails += (rails.empty() ? "" : ", ") + r["name"].get<std::string>() + " (" + r["kind"].get<std::string>() + ")";
+      std::printf("%-4d %-8s %s\n", s["index"].get<int>(), s["name"].get<std::string>().c_str(), rails.c_str());
+    }
+  }
+  if (j["gpus"].empty() && j["cpus"].empty() && j["socs"].empty())
+    std::printf("\nNo usable GPU, CPU or SoC energy source found.\n");
   if (!j["unavailable"].empty()) {
     std::printf("\nUnavailable:\n");
     for (const auto& u : j["unavailable"])
@@ -108,7 +135,8 @@ void print_table(const json& j) {
 }  // namespace
 
 void add_devices_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("devices", "List the GPUs and CPU packages erg can measure, and what is unavailable");
+  auto* cmd = app.add_subcommand("devices",
+                                 "List the GPUs, CPU packages and SoC rails erg can measure, and what is unavailable");
   auto as_json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *as_json, "Print one JSON object instead of a table");
   cmd->callback([&ctx, as_json] {

@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 
 # Library target -> the name it has in the package (erg::<name>).
 set(ERG_EXPORTED
-  erg_core:core erg_nvml:nvml erg_amdsmi:amdsmi erg_rapl:rapl erg_backends:backends erg_measure:measure
+  erg_core:core erg_nvml:nvml erg_amdsmi:amdsmi erg_rapl:rapl erg_jetson:jetson erg_backends:backends erg_measure:measure
   erg_sim_engine:sim_engine erg_sim_tree:sim_tree erg_sim:sim
   erg_protocol:protocol erg_client_conn:client_conn erg_client_remote:client_remote
   erg_devices:devices erg_batch_size:batch_size erg_zeus_sim:zeus_sim erg_profile:profile
@@ -54,7 +54,7 @@ install(FILES ${PROJECT_BINARY_DIR}/ergConfig.cmake ${PROJECT_BINARY_DIR}/ergCon
 
 # pkg-config: the static libraries in link order (dependents first).
 set(ERG_PC_LIBS)
-foreach(target erg_power_limit erg_profile erg_zeus_sim erg_batch_size erg_devices erg_client_remote erg_client_conn erg_protocol erg_backends erg_nvml erg_amdsmi erg_rapl
+foreach(target erg_power_limit erg_profile erg_zeus_sim erg_batch_size erg_devices erg_client_remote erg_client_conn erg_protocol erg_backends erg_nvml erg_amdsmi erg_rapl erg_jetson
                erg_measure erg_sim erg_sim_tree erg_sim_engine erg_core)
   if(TARGET ${target})
     string(APPEND ERG_PC_LIBS " -l${target}")

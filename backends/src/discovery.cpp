@@ -35,6 +35,10 @@ Result<Inventory> discover(const DiscoveryOptions& options) {
   auto cpus = rapl::discover(options.rapl);
   inventory.cpus = std::move(cpus.cpus);
   for (auto& u : cpus.unavailable) inventory.unavailable.push_back(std::move(u));
+
+  auto socs = jetson::discover(options.jetson);
+  inventory.socs = std::move(socs.socs);
+  for (auto& u : socs.unavailable) inventory.unavailable.push_back(std::move(u));
   return inventory;
 }
 

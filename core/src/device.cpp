@@ -28,3 +28,18 @@ Result<PowerDomain> parse_power_domain(std::string_view name) {
 }
 
 }  // namespace erg
+
+namespace erg {
+
+std::string_view to_string(RailKind kind) {
+  switch (kind) {
+    case RailKind::kCpu: return "cpu";
+    case RailKind::kGpu: return "gpu";
+    case RailKind::kCpuGpu: return "cpu_gpu";
+    case RailKind::kTotal: return "total";
+    case RailKind::kOther: return "other";
+  }
+  return "other";
+}
+
+}  // namespace erg

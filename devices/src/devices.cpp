@@ -129,9 +129,9 @@ class EnvRestore {
   void release() { released_ = true; }
 
  private:
-  static constexpr std::array<const char*, 5> kNames = {"ERG_SIM_STATE", "ERG_SIMULATE", "ERG_NVML_LIBRARY",
-                                                        "ERG_POWERCAP_ROOT", "ERG_AMDSMI_LIBRARY"};
-  std::array<std::optional<std::string>, 5> saved_;
+  static constexpr std::array<const char*, 6> kNames = {"ERG_SIM_STATE",     "ERG_SIMULATE",       "ERG_NVML_LIBRARY",
+                                                        "ERG_POWERCAP_ROOT", "ERG_AMDSMI_LIBRARY", "ERG_HWMON_ROOT"};
+  std::array<std::optional<std::string>, 6> saved_;
   bool released_ = false;
 };
 

@@ -103,6 +103,9 @@ struct WindowState {
   std::vector<double> cpu_uj;
   std::vector<double> dram_uj;
   std::vector<std::uint64_t> cpu_anomalies;
+  // Per SoC: every rail's integrated energy at the edge (mJ), or why it could not be read.
+  std::vector<std::vector<double>> soc_mj;
+  std::vector<std::optional<Error>> soc_error;
 };
 
 /// CSV per RFC 4180: quote a field only when it needs it.
@@ -156,6 +159,7 @@ struct EnergyMonitor::Impl {
   std::vector<unsigned> cpu_indices;
   std::vector<GpuCounter> gpus;
   std::vector<CpuCounter> cpus;
+  std::vector<std::shared_ptr<Soc>> socs;       // EnergyMonitorOptions::socs
   std::unique_ptr<PowerMonitor> power_monitor;  // for GPUs without an energy counter
   int log_fd = -1;
 
@@ -373,6 +377,19 @@ struct EnergyMonitor::Impl {
       s.cpu_uj[i] = c.package.accumulated();
       s.dram_uj[i] = c.dram_tracker.accumulated();
       s.cpu_anomalies[i] = c.package.anomalies() + c.dram_tracker.anomalies() + c.failures;
+    }
+    // SoC rails: the backend integrates them; each read brings the integral up to now.
+    s.soc_mj.resize(socs.size());
+    s.soc_error.resize(socs.size());
+    for (std::size_t i = 0; i < socs.size(); ++i) {
+      auto e = socs[i]->rail_energy();
+      s.soc_mj[i].clear();
+      s.soc_error[i].reset();
+      if (e) {
+        for (const auto& r : *e) s.soc_mj[i].push_back(r.value());
+      } else {
+        s.soc_error[i] = e.error();
+      }
     }
   }
 
@@ -711,6 +728,34 @@ struct EnergyMonitor::Impl {
       }
       m.cpus.push_back(std::move(ce));
     }
+    for (std::size_t i = 0; i < socs.size(); ++i) m.socs.push_back(soc_energy(*socs[i], start, end, i));
+  }
+
+  static SocEnergy soc_energy(const Soc& soc, const WindowState& start, const WindowState& end, std::size_t i) {
+    SocEnergy se;
+    se.index = soc.index();
+    if (start.soc_error[i] || end.soc_error[i]) {
+      se.error = end.soc_error[i] ? end.soc_error[i] : start.soc_error[i];
+      return se;
+    }
+    const auto& rails = soc.capabilities().rails;
+    Joules cpu{0.0}, gpu{0.0}, total_rail{0.0}, all{0.0};
+    bool any_cpu = false, any_gpu = false;
+    for (std::size_t r = 0; r < rails.size() && r < end.soc_mj[i].size() && r < start.soc_mj[i].size(); ++r) {
+      const Joules e = MilliJoules(std::max(0.0, end.soc_mj[i][r] - start.soc_mj[i][r]));
+      se.rails.push_back({rails[r].name, rails[r].kind, e});
+      all = all + e;
+      switch (rails[r].kind) {
+        case RailKind::kCpu: cpu = cpu + e, any_cpu = true; break;
+        case RailKind::kGpu: gpu = gpu + e, any_gpu = true; break;
+        case RailKind::kTotal: total_rail = total_rail + e; break;
+        default: break;
+      }
+    }
+    if (any_cpu) se.cpu = cpu;
+    if (any_gpu) se.gpu = gpu;
+    se.total = soc.capabilities().has_total_rail ? total_rail : all;
+    return se;
   }
 };
 
@@ -760,6 +805,8 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
       impl->cpus.push_back(CpuCounter{c->index(), c, c->capabilities().dram, {}, {}, {}});
     }
   }
+
+  impl->socs = options.socs;
 
   if (!old_gpus.empty()) {
     PowerMonitorOptions pm;

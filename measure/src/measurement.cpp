@@ -31,12 +31,21 @@ Joules Measurement::dram_energy() const {
   return sum;
 }
 
-Joules Measurement::total_energy() const { return gpu_energy() + cpu_energy() + dram_energy(); }
+Joules Measurement::soc_energy() const {
+  Joules sum{0.0};
+  for (const auto& s : socs)
+    if (!s.error) sum = sum + s.total;
+  return sum;
+}
+
+Joules Measurement::total_energy() const { return gpu_energy() + cpu_energy() + dram_energy() + soc_energy(); }
 
 std::vector<std::string> Measurement::missing_devices() const {
   std::vector<std::string> out;
   for (const auto& g : gpus)
     if (!g.energy) out.push_back("gpu" + std::to_string(g.index));
+  for (const auto& s : socs)
+    if (s.error) out.push_back("soc" + std::to_string(s.index));
   return out;
 }
 
@@ -45,6 +54,8 @@ bool Measurement::affected() const {
     if (g.affected || g.error) return true;
   for (const auto& c : cpus)
     if (c.affected || c.error) return true;
+  for (const auto& s : socs)
+    if (s.error) return true;
   return false;
 }
 

@@ -19,7 +19,9 @@
 #include <utility>
 
 #include "erg/core/file.hpp"
+#include "erg/sim/hwmon_tree.hpp"
 #include "erg/sim/powercap_tree.hpp"
+#include "jetson_model.hpp"
 #include "state.hpp"
 
 namespace erg::sim {
@@ -124,6 +126,7 @@ Result<MachineSpec> spec_from_state(const State& s) {
     spec.cpus.push_back(cs);
   }
   spec.psys = s.psys != 0;
+  if (s.jetson.layout >= 0) spec.jetson = static_cast<JetsonLayout>(s.jetson.layout);
   return spec;
 }
 
@@ -304,6 +307,9 @@ struct Machine::Impl {
   std::vector<EnergyFile> files;
   std::vector<int> file_fds;
   std::vector<std::uint64_t> written;
+  // The hwmon value files of the Jetson rails (in_mV, curr_mA per rail), the same way.
+  std::vector<int> hwmon_fds;
+  std::vector<std::int64_t> hwmon_written;
   std::thread updater;
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
@@ -319,6 +325,8 @@ struct Machine::Impl {
       updater.join();
     }
     for (int f : file_fds)
+      if (f >= 0) ::close(f);
+    for (int f : hwmon_fds)
       if (f >= 0) ::close(f);
     if (s != nullptr) {
       {
@@ -349,10 +357,14 @@ struct Machine::Impl {
 
   /// Writes the powercap files that changed since the last write, from the current state
   /// (virtual clock, or lease holder). Values go in place through descriptors kept open.
+  [[nodiscard]] bool has_files() const { return !spec.cpus.empty() || spec.psys || spec.jetson.has_value(); }
+
   Result<void> refresh_powercap(bool only_if_leaseholder) {
-    if (spec.cpus.empty() && !spec.psys) return ok();
+    if (!has_files()) return ok();
     std::lock_guard wl(write_mutex);
     std::vector<std::uint64_t> values;
+    std::vector<std::int64_t> rail_values;  // in_mV, curr_mA per rail
+    std::vector<unsigned> rail_hwmon, rail_channel;
     {
       Lock lock(s, Lock::kRead);  // CPU state and the lease only: GPU readings stay valid
       const std::int64_t now = detail::sim_now(*s);
@@ -369,7 +381,16 @@ struct Machine::Impl {
       if (files.empty()) files = energy_files(*s);
       values.reserve(files.size());
       for (const auto& f : files) values.push_back(detail::rapl_value_uj(*s, *f.domain(*s, f.cpu)));
+      detail::advance_jetson(*s, now);
+      for (unsigned i = 0; i < s->jetson.rail_count; ++i) {
+        const auto& r = s->jetson.rails[i];
+        rail_values.push_back(r.in_mv);
+        rail_values.push_back(r.curr_ma);
+        rail_hwmon.push_back(r.hwmon);
+        rail_channel.push_back(r.channel);
+      }
     }
+    if (auto r = write_rails(rail_values, rail_hwmon, rail_channel); !r) return r;
     const PowercapTree tree(powercap);
     if (file_fds.size() != files.size()) {
       file_fds.assign(files.size(), -1);
@@ -388,13 +409,39 @@ struct Machine::Impl {
     return ok();
   }
 
+  /// Writes the rails' hwmon files that changed (under write_mutex).
+  Result<void> write_rails(const std::vector<std::int64_t>& values, const std::vector<unsigned>& hwmon,
+                           const std::vector<unsigned>& channel) {
+    if (values.empty()) return ok();
+    if (hwmon_fds.size() != values.size()) {
+      hwmon_fds.assign(values.size(), -1);
+      hwmon_written.assign(values.size(), -1);
+    }
+    const HwmonTree tree(powercap.parent_path().parent_path());
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (values[k] == hwmon_written[k]) continue;
+      if (hwmon_fds[k] < 0) {
+        const std::string n = std::to_string(channel[k / 2]);
+        const fs::path path =
+            tree.device_dir(hwmon[k / 2]) / (k % 2 == 0 ? "in" + n + "_input" : "curr" + n + "_input");
+        hwmon_fds[k] = open_for_write(path);
+        if (hwmon_fds[k] < 0) return fail(ErrorCode::kIo, "cannot open " + path.string() + ": " + std::strerror(errno));
+      }
+      if (auto r = HwmonTree::write_value(hwmon_fds[k], values[k]); !r) return r;
+      hwmon_written[k] = values[k];
+    }
+    return ok();
+  }
+
   void start_updater() {
-    if (spec.cpus.empty() && !spec.psys) return;
-    if (::access(powercap.c_str(), R_OK | X_OK) != 0) return;
+    if (!has_files()) return;
+    // SYS/class: there whether the machine has a powercap tree, a hwmon tree or both.
+    const fs::path classes = powercap.parent_path();
+    if (::access(classes.c_str(), R_OK | X_OK) != 0) return;
     {
       // Another user's simulation: its files are not ours to write.
       struct stat st {};
-      if (::stat(powercap.c_str(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return;
+      if (::stat(classes.c_str(), &st) != 0 || (st.st_uid != ::geteuid() && ::geteuid() != 0)) return;
     }
     updater = std::thread([this] {
       // Absolute deadlines: one write per RAPL period, without drifting by the write's cost.
@@ -553,6 +600,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   s->cpu_step_index = 0;
   s->rapl_next_ns = now + static_cast<std::int64_t>(detail::uniform01(detail::mix64(spec.model.seed ^ 0x5241504cULL)) *
                                                     static_cast<double>(detail::kRaplPeriodNs));
+  if (spec.jetson) detail::init_jetson(*s, *spec.jetson, now);
   s->version = detail::kVersion;
   s->size = sizeof(State);
   std::atomic_ref(s->magic).store(detail::kMagic, std::memory_order_release);  // last: the state is complete
@@ -568,9 +616,32 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
     if (auto r = tree.add_zone(f.zone, name, d->range_uj, f.sub, detail::rapl_value_uj(*s, *d)); !r)
       return fail(r.error());
   }
+  // The hwmon class: always there (ERG_HWMON_ROOT points at it, so a simulated machine never
+  // reads the host's sensors); a Jetson's INA3221 chips as hwmon1.. after a thermal sensor.
+  const HwmonTree hwmon(dir / "sys");
+  if (auto r = hwmon.create_root(); !r) return fail(r.error());
+  if (spec.jetson) {
+    if (auto r = hwmon.add_other(0, "soc_thermal"); !r) return fail(r.error());
+    const auto& j = s->jetson;
+    for (unsigned i = 0; i < j.rail_count;) {
+      const unsigned address = j.rails[i].address, index = j.rails[i].hwmon;
+      std::vector<HwmonTree::Channel> channels;
+      for (unsigned ch = 1; ch <= 3; ++ch) channels.push_back({ch, "", 5000});
+      const unsigned interval = detail::jetson_update_interval_ms(*s, i);
+      for (; i < j.rail_count && j.rails[i].address == address; ++i)
+        channels[j.rails[i].channel - 1] = {j.rails[i].channel, j.rails[i].label, j.rails[i].shunt_uohm};
+      if (auto r = hwmon.add_ina3221(index, address, channels, j.samples, interval); !r) return fail(r.error());
+    }
+    for (unsigned i = 0; i < j.rail_count; ++i) {
+      const std::string n = std::to_string(j.rails[i].channel);
+      if (auto r = hwmon.set_value(j.rails[i].hwmon, "in" + n + "_input", j.rails[i].in_mv); !r) return fail(r.error());
+      if (auto r = hwmon.set_value(j.rails[i].hwmon, "curr" + n + "_input", j.rails[i].curr_ma); !r)
+        return fail(r.error());
+    }
+  }
   std::error_code ignore;
-  for (const char* d :
-       {"sys", "sys/class", "sys/class/powercap", "sys/devices", "sys/devices/virtual", "sys/devices/virtual/powercap"})
+  for (const char* d : {"sys", "sys/class", "sys/class/powercap", "sys/class/hwmon", "sys/devices",
+                        "sys/devices/virtual", "sys/devices/virtual/powercap"})
     if (fs::exists(dir / d, ignore)) ::chmod((dir / d).c_str(), 0755);
 
   if (::rename(tmp.c_str(), state_path.c_str()) != 0)
@@ -687,6 +758,7 @@ Result<void> Machine::export_env() const {
   // The simulated libamd_smi.so is built and installed beside the simulated libnvidia-ml.so.1.
   ::setenv("ERG_AMDSMI_LIBRARY", (lib->parent_path() / "libamd_smi.so").c_str(), 1);
   ::setenv("ERG_POWERCAP_ROOT", powercap_root().c_str(), 1);
+  ::setenv("ERG_HWMON_ROOT", hwmon_root().c_str(), 1);
   ::setenv("ERG_SIMULATE", impl_->spec.text.c_str(), 1);
   return ok();
 }
@@ -712,6 +784,7 @@ Result<fs::path> Machine::driver_library_path() {
 const fs::path& Machine::dir() const { return impl_->dir; }
 fs::path Machine::state_file() const { return impl_->dir / "state"; }
 fs::path Machine::powercap_root() const { return impl_->powercap; }
+fs::path Machine::hwmon_root() const { return impl_->powercap.parent_path() / "hwmon"; }
 const MachineSpec& Machine::spec() const { return impl_->spec; }
 unsigned Machine::gpu_count() const { return static_cast<unsigned>(impl_->spec.gpus.size()); }
 unsigned Machine::cpu_count() const { return static_cast<unsigned>(impl_->spec.cpus.size()); }
@@ -1117,6 +1190,59 @@ void MachineClock::sleep_until(std::chrono::nanoseconds t) const {
   if (now >= t) return;
   if (m.advance(t - now)) return;  // virtual: time moves when told
   Clock::sleep_until(t);           // real: wait
+}
+
+}  // namespace erg::sim
+
+namespace erg::sim {
+
+namespace {
+int rail_index(const State& s, const std::string& label) {
+  for (unsigned i = 0; i < s.jetson.rail_count; ++i)
+    if (label == s.jetson.rails[i].label) return static_cast<int>(i);
+  return -1;
+}
+Error no_rail(const std::string& label) {
+  return Error{ErrorCode::kNotFound, "the simulated machine has no Jetson rail '" + label + "'"};
+}
+}  // namespace
+
+std::vector<std::string> Machine::rail_labels() const {
+  std::vector<std::string> out;
+  Lock lock(impl_->s, Lock::kRead);
+  for (unsigned i = 0; i < impl_->s->jetson.rail_count; ++i) out.emplace_back(impl_->s->jetson.rails[i].label);
+  return out;
+}
+
+Result<void> Machine::set_rail_power(const std::string& label, Watts mean) {
+  if (!(mean.value() >= 0.0)) return fail(ErrorCode::kInvalidArgument, "rail power must be ≥ 0 W");
+  {
+    State* s = impl_->s;
+    Lock lock(s);
+    const int i = rail_index(*s, label);
+    if (i < 0) return fail(no_rail(label));
+    detail::advance_jetson(*s, detail::sim_now(*s));
+    s->jetson.rails[i].power_w = mean.value();
+  }
+  return ok();
+}
+
+Result<Joules> Machine::true_rail_energy(const std::string& label) {
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  const int i = rail_index(*s, label);
+  if (i < 0) return fail(no_rail(label));
+  detail::advance_jetson(*s, detail::sim_now(*s));
+  return Joules(s->jetson.rails[i].energy_j);
+}
+
+Result<std::uint64_t> Machine::rail_updates(const std::string& label) {
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  const int i = rail_index(*s, label);
+  if (i < 0) return fail(no_rail(label));
+  detail::advance_jetson(*s, detail::sim_now(*s));
+  return s->jetson.rails[i].updates;
 }
 
 }  // namespace erg::sim

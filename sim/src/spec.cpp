@@ -30,7 +30,7 @@ tl::unexpected<Error> bad(std::string_view token, std::string_view why) {
   return fail(ErrorCode::kInvalidArgument,
               "invalid simulated machine spec: '" + std::string(token) + "': " + std::string(why) +
                   " (known GPUs: " + std::string(known_sku_list()) +
-                  "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, ideal, seed=N, "
+                  "; form: 4xA100, 2xH100,1xV100,cpus=2, psys, jetson=orin, ideal, seed=N, "
                   "timestamps=read|update, rapl=random|zero|near-wrap, amdsmi=24|25|26, 1xMI300X:frozen|backwards, "
                   "or a .json file)");
 }
@@ -157,6 +157,12 @@ Result<MachineSpec> parse_tokens(std::string_view text) {
       spec.psys = true;
       continue;
     }
+    if (lower.rfind("jetson=", 0) == 0) {
+      auto layout = parse_jetson_layout(trim(token.substr(7)));
+      if (!layout) return bad(token, "jetson= is orin, orin-nano or xavier");
+      spec.jetson = *layout;
+      continue;
+    }
     if (lower.rfind("cpus=", 0) == 0) {
       unsigned n = 0;
       if (!parse_uint(trim(token.substr(5)), n)) return bad(token, "cpus= needs a number");
@@ -193,7 +199,7 @@ Result<MachineSpec> parse_tokens(std::string_view text) {
     for (unsigned i = 0; i < count; ++i) push_card(spec.gpus, *sku, gs);
   }
   if (!any) return bad(text, "empty spec");
-  if (!cpus_given) spec.cpus.assign(1, CpuSpec{});
+  if (!cpus_given && !spec.jetson) spec.cpus.assign(1, CpuSpec{});
   return spec;
 }
 
@@ -272,6 +278,10 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
       } else {
         return bad(source, "\"cpus\" must be a count or a list");
       }
+    } else if (key == "jetson") {
+      auto layout = value.is_string() ? parse_jetson_layout(value.get<std::string>()) : std::nullopt;
+      if (!layout) return bad("jetson=" + value.dump(), "\"jetson\" is \"orin\", \"orin-nano\" or \"xavier\"");
+      spec.jetson = *layout;
     } else if (key == "psys") {
       if (!value.is_boolean()) return bad(source, "\"psys\" must be true or false");
       spec.psys = value.get<bool>();
@@ -295,10 +305,10 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
       if (!r) return bad("rapl=" + value.dump(), "\"rapl\" is \"random\", \"zero\" or \"near-wrap\"");
       spec.model.rapl_start = *r;
     } else {
-      return bad(key, "unknown field (gpus, cpus, psys, model, seed, timestamps, rapl, amdsmi)");
+      return bad(key, "unknown field (gpus, cpus, psys, jetson, model, seed, timestamps, rapl, amdsmi)");
     }
   }
-  if (!cpus_given) spec.cpus.assign(1, CpuSpec{});
+  if (!cpus_given && !spec.jetson) spec.cpus.assign(1, CpuSpec{});
   if (auto r = check_counts(spec, source); !r) return fail(r.error());
   for (std::size_t a = 0; a < spec.gpus.size(); ++a)
     for (std::size_t b = a + 1; b < spec.gpus.size(); ++b)

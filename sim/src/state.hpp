@@ -29,7 +29,7 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 4;
+inline constexpr std::uint32_t kVersion = 5;                    // 5: the Jetson rails (State::jetson)
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
@@ -173,6 +173,36 @@ struct CpuState {
   RaplDomain package, dram_domain, core_domain;
 };
 
+/// Jetson INA3221 rails (sim/src/jetson_model.hpp advances them; the control API only).
+inline constexpr unsigned kMaxRails = 8;
+struct RailState {
+  char label[32] = {};
+  std::uint32_t address = 0, channel = 0, shunt_uohm = 0;
+  std::int32_t input = 0;      // the module's input rail: carries every other rail plus power_w
+  std::uint32_t position = 0;  // among its chip's enabled channels (conversion order)
+  std::uint32_t chip_channels = 0;
+  std::uint32_t hwmon = 0;  // hwmonK of its chip
+  double bus_v = 0.0;
+  double power_w = 0.0;     // mean power (control API); input rails: their own share
+  double step_w = 0.0;      // over the current physics step (noise included)
+  double energy_j = 0.0;    // true energy since creation
+  double shunt_gain = 0.0;  // actual/nominal shunt resistance − 1 (seeded; 1 % parts)
+  double slot_j = 0.0;      // ∫P over the current shunt conversion slot
+  double avg_w = 0.0;       // sum of the slot means of the current averaging round
+  std::uint32_t avg_count = 0;
+  std::int32_t in_mv = 0, curr_ma = 0;  // the published readings (what the files show)
+  std::uint64_t updates = 0;            // readings published so far
+};
+struct JetsonState {
+  std::int32_t layout = -1;  // erg::sim::JetsonLayout; -1: no Jetson
+  std::uint32_t rail_count = 0;
+  std::uint32_t samples = 1;       // INA3221 averaging count
+  std::int64_t conversion_ns = 0;  // one shunt or bus conversion
+  std::int64_t origin_ns = 0;      // conversion cycles count from here (seeded phase)
+  std::int64_t last_ns = 0;        // processed up to here
+  std::int64_t step_index = 0;     // physics step (from created_ns)
+  RailState rails[kMaxRails];
+};
 struct State {
   std::uint64_t magic = 0;
   std::uint32_t version = 0;
@@ -209,6 +239,7 @@ struct State {
   // (under the lock): entry k sits at limit_log[k % kLimitLogSize]; limit_log_count counts all.
   std::uint64_t limit_log_count = 0;
   LimitLogEntry limit_log[kLimitLogSize];
+  JetsonState jetson;  // last: version 5
 };
 
 /// CLOCK_MONOTONIC in ns.

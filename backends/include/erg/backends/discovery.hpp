@@ -1,8 +1,10 @@
 #pragma once
-/// Discovery across every backend that is built: NVML and AMD SMI GPUs and RAPL CPU packages. Returns what
+/// Discovery across every backend that is built: NVML and AMD SMI GPUs, RAPL CPU packages and
+/// Jetson SoC rails. Returns what
 /// could be used and, for what could not, why (no driver, no permission).
 
 #include "erg/backends/amdsmi/discovery.hpp"
+#include "erg/backends/jetson/jetson_soc.hpp"
 #include "erg/backends/nvml/discovery.hpp"
 #include "erg/backends/rapl/discovery.hpp"
 #include "erg/core/discovery.hpp"
@@ -14,6 +16,7 @@ struct DiscoveryOptions {
   /// AMD GPUs follow the NVIDIA ones in erg index order (`first_index` is set by discover()).
   amdsmi::DiscoveryOptions amdsmi;
   rapl::DiscoveryOptions rapl;
+  jetson::DiscoveryOptions jetson;  ///< Jetson INA3221 rails (Inventory::socs).
 };
 
 /// Fails only on invalid configuration (e.g. a malformed CUDA_VISIBLE_DEVICES); missing

@@ -1,5 +1,5 @@
 #pragma once
-/// Device interfaces. Every hardware backend (NVML, RAPL, later AMD SMI, Jetson and the ergd
+/// Device interfaces. Every hardware backend (NVML, RAPL, AMD SMI, Jetson and the ergd
 /// client) implements these, and one typed conformance suite (tests/conformance) runs over each.
 ///
 /// Conventions: raw integers never cross this interface; values carry unit types. Anything a
@@ -172,6 +172,51 @@ class Cpu {
   virtual Result<MicroJoules> package_energy() = 0;
   /// DRAM energy since the first read of this object. NotSupported when there is no DRAM domain.
   virtual Result<MicroJoules> dram_energy() = 0;
+};
+
+/// What a SoC power rail supplies, from its label (see the backend's classification).
+enum class RailKind {
+  kCpu,     ///< CPU only (VDD_CPU_CV, CPU).
+  kGpu,     ///< GPU only, or GPU with the rest of the SoC (VDD_GPU_SOC, GPU).
+  kCpuGpu,  ///< CPU and GPU on one rail (VDD_CPU_GPU_CV): in neither figure alone.
+  kTotal,   ///< The module's input: everything on the module (VDD_IN).
+  kOther,   ///< Anything else (SOC, CV, VDDRQ, SYS5V, VIN_SYS_5V0, memory).
+};
+/// "cpu", "gpu", "cpu_gpu", "total", "other".
+std::string_view to_string(RailKind kind);
+
+struct SocRail {
+  std::string name;  ///< The sensor's label, e.g. "VDD_GPU_SOC".
+  RailKind kind = RailKind::kOther;
+};
+
+/// What a SoC (a Jetson module) measures.
+struct SocCapabilities {
+  std::vector<SocRail> rails;  ///< In the order of rail_power() and rail_energy().
+  /// True when one rail is the module's input (kTotal); otherwise the rails are separate supplies
+  /// of the module and their sum is its power.
+  bool has_total_rail = false;
+  /// How often the sensor's readings change; nullopt if unknown.
+  std::optional<std::chrono::microseconds> update_period;
+  /// How often the backend samples the rails to integrate their energy.
+  std::optional<std::chrono::microseconds> sample_period;
+};
+
+/// A system-on-chip module whose rails are measured as power only (Jetson: INA3221 voltage and
+/// current); the backend integrates energy from power samples.
+class Soc {
+ public:
+  virtual ~Soc() = default;
+  [[nodiscard]] virtual unsigned index() const = 0;
+  [[nodiscard]] virtual const std::string& name() const = 0;
+  [[nodiscard]] virtual const SocCapabilities& capabilities() const = 0;
+  /// Power of every rail now (one reading each), in capabilities().rails order. Errors: the
+  /// first rail that could not be read (kIo, kNoPermission, kNotFound).
+  virtual Result<std::vector<MilliWatts>> rail_power() = 0;
+  /// Energy of every rail since the first call, integrated by the backend from power samples
+  /// and brought up to the moment of the call; monotonic. A rail that could not be read holds
+  /// its last power across the gap.
+  virtual Result<std::vector<MilliJoules>> rail_energy() = 0;
 };
 
 }  // namespace erg

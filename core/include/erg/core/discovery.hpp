@@ -20,6 +20,7 @@ struct Unavailable {
 struct Inventory {
   std::vector<std::shared_ptr<Gpu>> gpus;  ///< In erg index order.
   std::vector<std::shared_ptr<Cpu>> cpus;  ///< In package index order.
+  std::vector<std::shared_ptr<Soc>> socs;  ///< Jetson modules (at most one on real hardware).
   std::vector<Unavailable> unavailable;
   bool simulated = false;  ///< True when every seam points at the simulated machine.
 };

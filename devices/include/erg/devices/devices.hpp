@@ -11,7 +11,8 @@
 /// A SPEC is simulated by attaching to the machine in ERG_SIM_STATE when that machine was made
 /// from the same SPEC (a child of `erg --simulate SPEC run`, or an ergd started under it, sees
 /// its parent's hardware); otherwise a new machine is created from SPEC and exported
-/// (ERG_SIM_STATE, ERG_SIMULATE, ERG_NVML_LIBRARY, ERG_AMDSMI_LIBRARY, ERG_POWERCAP_ROOT) to this process's children.
+/// (ERG_SIM_STATE, ERG_SIMULATE, ERG_NVML_LIBRARY, ERG_AMDSMI_LIBRARY, ERG_POWERCAP_ROOT,
+/// ERG_HWMON_ROOT) to this process's children.
 /// So `ERG_SIMULATE=1xH100` in a child of a 4xA100 simulation gets an H100, never the A100s. A
 /// state that cannot be attached (its machine is gone) is ignored when a SPEC is given and an
 /// error naming it when it is all there is.

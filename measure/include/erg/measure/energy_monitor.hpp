@@ -68,6 +68,9 @@ struct EnergyMonitorOptions {
   std::function<void(const std::vector<unsigned>&)> sync;
   /// Time source; nullptr = the steady clock. Must outlive the monitor.
   const Clock* clock = nullptr;
+  /// SoC modules (Jetson) to measure: each window reports the energy of every rail, which the
+  /// SoC's backend integrates from power samples (its sampler starts with the first window).
+  std::vector<std::shared_ptr<Soc>> socs;
   /// Sampling period of the PowerMonitor started for GPUs without an energy counter;
   /// nullopt = inferred from the hardware.
   std::optional<std::chrono::microseconds> power_sample_period;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "erg/core/device.hpp"
 #include "erg/core/result.hpp"
 #include "erg/core/units.hpp"
 
@@ -67,17 +68,39 @@ struct CpuEnergy {
   std::optional<Error> error;
 };
 
+/// One SoC rail's energy over a window.
+struct RailEnergy {
+  std::string name;  ///< The sensor's label ("VDD_GPU_SOC").
+  RailKind kind = RailKind::kOther;
+  Joules energy;
+};
+
+/// A SoC module's energy over a window (Jetson: integrated from INA3221 power samples).
+struct SocEnergy {
+  unsigned index = 0;
+  std::vector<RailEnergy> rails;
+  std::optional<Joules> cpu;  ///< Sum of the cpu rails; nullopt when the module has none.
+  std::optional<Joules> gpu;  ///< Sum of the gpu rails; nullopt when the module has none.
+  /// The module input rail where there is one (VDD_IN), else the sum of every rail (each a
+  /// separate supply of the module). The carrier board is not measured.
+  Joules total;
+  /// Set when the rails could not be read at an edge (then no figure is given).
+  std::optional<Error> error;
+};
+
 struct Measurement {
   std::string name;
   Seconds time{0.0};                       ///< Window duration.
   std::chrono::nanoseconds start_wall{0};  ///< Wall-clock start, since the Unix epoch.
   std::vector<GpuEnergy> gpus;
   std::vector<CpuEnergy> cpus;
+  std::vector<SocEnergy> socs;  ///< EnergyMonitorOptions::socs, in order.
 
   [[nodiscard]] Joules gpu_energy() const;    ///< Sum over GPUs whose energy is known (Zeus's total_energy).
   [[nodiscard]] Joules cpu_energy() const;    ///< Sum of package energy.
   [[nodiscard]] Joules dram_energy() const;   ///< Sum of DRAM energy.
-  [[nodiscard]] Joules total_energy() const;  ///< GPUs + packages + DRAM, over the devices it covers.
+  [[nodiscard]] Joules soc_energy() const;    ///< Sum of the SoCs' totals.
+  [[nodiscard]] Joules total_energy() const;  ///< GPUs + packages + DRAM + SoCs, over the devices it covers.
   /// The devices the totals leave out because their energy is unknown ("gpu1", ...); empty
   /// when the totals cover every monitored device.
   [[nodiscard]] std::vector<std::string> missing_devices() const;

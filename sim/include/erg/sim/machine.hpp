@@ -10,6 +10,7 @@
 ///   ERG_NVML_LIBRARY   path of the simulated libnvidia-ml.so.1
 ///   ERG_AMDSMI_LIBRARY path of the simulated libamd_smi.so (beside it)
 ///   ERG_POWERCAP_ROOT  root of the generated powercap tree
+///   ERG_HWMON_ROOT     root of the generated hwmon class (Jetson INA3221 rails; empty otherwise)
 ///   ERG_SIMULATE       the spec string (so children know they run simulated)
 ///
 /// Thread- and process-safe: every method takes the state's robust process-shared mutex.
@@ -146,6 +147,9 @@ class Machine {
   [[nodiscard]] const std::filesystem::path& dir() const;
   [[nodiscard]] std::filesystem::path state_file() const;
   [[nodiscard]] std::filesystem::path powercap_root() const;
+  /// The generated hwmon class directory (`dir/sys/class/hwmon`): the Jetson's INA3221 devices
+  /// and a thermal sensor, or nothing when the spec has no Jetson.
+  [[nodiscard]] std::filesystem::path hwmon_root() const;
   [[nodiscard]] const MachineSpec& spec() const;
   [[nodiscard]] unsigned gpu_count() const;
   [[nodiscard]] unsigned cpu_count() const;
@@ -177,6 +181,17 @@ class Machine {
   /// drops its heat. InvalidArgument for negative values or a max_rise_celsius over 100;
   /// NotSupported on the ideal model (it has no physics steps).
   Result<void> set_thermal_drift(unsigned gpu, const ThermalDrift& drift);
+
+  // --- Jetson rails ---------------------------------------------------------------------------
+  /// The simulated Jetson's rail labels in hwmon order (empty without a Jetson).
+  [[nodiscard]] std::vector<std::string> rail_labels() const;
+  /// Mean power of a rail from now (the model adds noise). For the module input rail (VDD_IN)
+  /// this is its own share: it also carries every other rail. NotFound for an unknown label.
+  Result<void> set_rail_power(const std::string& label, Watts mean);
+  /// True (physical) energy of a rail since the simulation started.
+  Result<Joules> true_rail_energy(const std::string& label);
+  /// Readings the rail's INA3221 channel has published so far.
+  Result<std::uint64_t> rail_updates(const std::string& label);
 
   // --- ground truth ------------------------------------------------------------------------
   /// The model options the machine was created with.

@@ -1,6 +1,6 @@
 #pragma once
 /// What a simulated machine contains: parsed from `4xA100`, `2xH100,1xV100,cpus=2`,
-/// `2xMI300X`, `1xA100,1xMI300X:frozen`, or a JSON file (path ending in .json, or starting with
+/// `2xMI300X`, `1xA100,1xMI300X:frozen`, `jetson=orin`, or a JSON file (path ending in .json, or starting with
 /// '{'). A dual-die card (`1xMI250`) is two GPUs, one per die, as AMD SMI lists it.
 ///
 /// Model options (tokens, or top-level JSON keys): `ideal` / `faithful` (default), `seed=N`,
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "erg/core/result.hpp"
+#include "erg/sim/jetson.hpp"
 #include "erg/sim/sku.hpp"
 
 namespace erg::sim {
@@ -104,6 +105,10 @@ struct MachineSpec {
   std::vector<GpuSpec> gpus;
   std::vector<CpuSpec> cpus;  ///< Default: one package with DRAM.
   bool psys = false;          ///< Add a psys zone (never summed into packages).
+  /// A Jetson module's INA3221 rails under the generated hwmon tree (`jetson=orin`,
+  /// `jetson=orin-nano`, `jetson=xavier`; JSON "jetson": "orin"). A Jetson spec without
+  /// `cpus=` has no RAPL packages (an Arm module has none).
+  std::optional<JetsonLayout> jetson;
   ModelSpec model;
 };
 

@@ -1,0 +1,122 @@
+// Jetson end to end (issue 18, point 4): `--simulate jetson=orin|xavier` through erg::devices
+// (the generated hwmon tree, ERG_HWMON_ROOT), the production Jetson backend with its sampler
+// thread, and EnergyMonitor windows, against the simulator's true rail energy. Real clock, as in
+// production; no timing assertions (the waits only give the rails something to draw).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "erg/devices/devices.hpp"
+#include "erg/measure/energy_monitor.hpp"
+#include "erg/sim/machine.hpp"
+
+namespace erg {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Rig {
+  devices::Devices devs;
+
+  explicit Rig(const std::string& spec) {
+    devices::DeviceOptions o;
+    o.simulate = spec;
+    o.daemon = devices::DaemonUse::kNever;
+    auto d = devices::open_devices(o);
+    EXPECT_TRUE(d) << d.error().message;
+    if (d) devs = std::move(*d);
+  }
+
+  std::map<std::string, double> truth() {
+    std::map<std::string, double> out;
+    for (const auto& l : devs.machine->rail_labels()) out[l] = devs.machine->true_rail_energy(l)->value();
+    return out;
+  }
+
+  /// One window of `length`: the SoC's figure and the true energy of every rail over it.
+  std::pair<measure::SocEnergy, std::map<std::string, double>> window(measure::EnergyMonitor& m,
+                                                                      std::chrono::milliseconds length) {
+    const auto t0 = truth();
+    EXPECT_TRUE(m.begin_window("w"));
+    std::this_thread::sleep_for(length);
+    auto r = m.end_window("w");
+    const auto t1 = truth();
+    EXPECT_TRUE(r) << r.error().message;
+    std::map<std::string, double> d;
+    for (const auto& [k, v] : t1) d[k] = v - t0.at(k);
+    if (!r || r->socs.empty()) return {measure::SocEnergy{}, d};
+    return {r->socs[0], d};
+  }
+};
+
+void check(const measure::SocEnergy& soc, const std::map<std::string, double>& truth, double tolerance) {
+  ASSERT_FALSE(soc.error) << soc.error->message;
+  ASSERT_EQ(soc.rails.size(), truth.size());
+  double all = 0.0;
+  for (const auto& r : soc.rails) {
+    const double t = truth.at(r.name);
+    std::printf("  %-16s measured %8.3f J  true %8.3f J  error %+.3f %%\n", r.name.c_str(), r.energy.value(), t,
+                100.0 * (r.energy.value() / t - 1.0));
+    EXPECT_NEAR(r.energy.value() / t, 1.0, tolerance) << r.name;
+    all += t;
+  }
+  EXPECT_NEAR(soc.total.value() / all, 1.0, tolerance) << "total = the sum of the rails (no input rail)";
+}
+
+TEST(Jetson, OrinIsListedAndMeasuredWithinTwoPercent) {
+  Rig rig("jetson=orin");
+  ASSERT_TRUE(rig.devs.machine);
+  ASSERT_EQ(rig.devs.inventory.socs.size(), 1u);
+  EXPECT_TRUE(rig.devs.inventory.gpus.empty());
+  EXPECT_TRUE(rig.devs.inventory.cpus.empty());
+  const auto& rails = rig.devs.inventory.socs[0]->capabilities().rails;
+  ASSERT_EQ(rails.size(), 4u);
+  EXPECT_EQ(rails[0].name, "VDD_GPU_SOC");
+  EXPECT_EQ(rails[0].kind, RailKind::kGpu);
+  EXPECT_EQ(rails[1].kind, RailKind::kCpu);
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("VDD_GPU_SOC", Watts(20.0)));
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("VDD_CPU_CV", Watts(8.0)));
+  measure::EnergyMonitorOptions o;
+  o.socs = rig.devs.inventory.socs;
+  auto m = measure::EnergyMonitor::create({}, {}, o);
+  ASSERT_TRUE(m) << m.error().message;
+  for (int round = 0; round < 2; ++round) {
+    auto [soc, truth] = rig.window(**m, 1500ms);
+    check(soc, truth, 0.02);
+    ASSERT_TRUE(soc.gpu && soc.cpu);
+    EXPECT_NEAR(soc.gpu->value() / truth.at("VDD_GPU_SOC"), 1.0, 0.02);
+    EXPECT_NEAR(soc.cpu->value() / truth.at("VDD_CPU_CV"), 1.0, 0.02);
+    ASSERT_TRUE(rig.devs.machine->set_rail_power("VDD_GPU_SOC", Watts(9.0)));
+  }
+}
+
+TEST(Jetson, XavierIsListedAndMeasuredWithinTwoPercent) {
+  Rig rig("jetson=xavier");
+  ASSERT_EQ(rig.devs.inventory.socs.size(), 1u);
+  ASSERT_EQ(rig.devs.inventory.socs[0]->capabilities().rails.size(), 6u);
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("GPU", Watts(16.0)));
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("CPU", Watts(6.0)));
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("SOC", Watts(4.0)));
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("CV", Watts(3.0)));
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("VDDRQ", Watts(2.0)));
+  measure::EnergyMonitorOptions o;
+  o.socs = rig.devs.inventory.socs;
+  auto m = measure::EnergyMonitor::create({}, {}, o);
+  ASSERT_TRUE(m) << m.error().message;
+  auto [soc, truth] = rig.window(**m, 2000ms);
+  check(soc, truth, 0.02);
+}
+
+TEST(Jetson, NoSocOnAMachineWithoutOne) {
+  Rig rig("1xA100");
+  EXPECT_TRUE(rig.devs.inventory.socs.empty()) << "ERG_HWMON_ROOT points at the machine's empty hwmon class";
+}
+
+}  // namespace
+}  // namespace erg
