@@ -25,6 +25,13 @@ namespace {
 /// How many update periods a window must span before its counter figure is trusted.
 constexpr double kShortWindowPeriods = 2.0;
 
+/// The driver's averaging window of the device_average domain (AMD MI200 and older: a trailing
+/// 1 s average of socket power, their only power reading).
+constexpr std::chrono::nanoseconds kAverageWindow{1'000'000'000};
+/// A trailing average lags the power by half its window: the average's timeline integrated over
+/// the window shifted later by this much is the window's energy (see compose()).
+constexpr std::chrono::nanoseconds kAverageLag = kAverageWindow / 2;
+
 /// The follower's plan for one GPU (see next_due()).
 struct FollowPlan {
   std::int64_t next_due = 0;           // monitor ns; 0 = now
@@ -66,6 +73,9 @@ struct GpuCounter {
     double owed = 0.0;
   };
   std::optional<Pending> pending;
+  // Without a counter: the power domain integrated (instant where the GPU has it, else the 1 s
+  // average, shifted by kAverageLag).
+  PowerDomain integrated = PowerDomain::kDeviceInstant;
 };
 
 struct CpuCounter {
@@ -161,6 +171,7 @@ struct EnergyMonitor::Impl {
   std::vector<CpuCounter> cpus;
   std::vector<std::shared_ptr<Soc>> socs;       // EnergyMonitorOptions::socs
   std::unique_ptr<PowerMonitor> power_monitor;  // for GPUs without an energy counter
+  bool integrates_average = false;              // a GPU's energy comes from its 1 s average power
   int log_fd = -1;
 
   mutable std::mutex mu;
@@ -698,15 +709,19 @@ struct EnergyMonitor::Impl {
       } else {
         ge.source = EnergySource::kIntegrated;
         if (power_monitor) {
-          auto e = power_monitor->gpu_energy(g.index, PowerDomain::kDeviceInstant, start.start, end.start);
+          auto e = g.integrated == PowerDomain::kDeviceAverage
+                       ? average_energy(g, start.start, end.start, ge)
+                       : power_monitor->gpu_energy(g.index, g.integrated, start.start, end.start);
           if (e) {
             ge.energy = *e;
           } else {
             ge.error = e.error();
             ge.affected = true;
           }
-          ge.short_window =
-              m.time.count() < kShortWindowPeriods * std::chrono::duration<double>(power_monitor->period()).count();
+          const auto span = g.integrated == PowerDomain::kDeviceAverage
+                                ? std::chrono::duration<double>(kAverageWindow).count()
+                                : kShortWindowPeriods * std::chrono::duration<double>(power_monitor->period()).count();
+          ge.short_window = m.time.count() < span;
         }
       }
       if (options.approx_instant_energy && ge.energy && ge.energy->value() == 0.0 && instant[i]) {
@@ -729,6 +744,36 @@ struct EnergyMonitor::Impl {
       m.cpus.push_back(std::move(ce));
     }
     for (std::size_t i = 0; i < socs.size(); ++i) m.socs.push_back(soc_energy(*socs[i], start, end, i));
+  }
+
+  /// Energy over [a, b] from a GPU's 1 s average power (no instant power, no counter). The
+  /// driver's value at t is the mean power over [t - 1 s, t], so it lags the power by half the
+  /// averaging window: its timeline integrated over [a + 0.5 s, b + 0.5 s] weighs the power at
+  /// each moment of the window by one, and the power within 0.5 s of either edge by a ramp
+  /// symmetric about the edge. That is exact while the power is constant or linear within 0.5 s
+  /// of each edge; a step of ΔP there moves the figure by at most ΔP × 0.125 s per edge. The
+  /// shifted end lies up to 0.5 s in the future when the window ends: with `settle`, end_window
+  /// waits for it; otherwise (and for peeks) the part not yet lived is extrapolated at the latest
+  /// average and reported in `extrapolated`.
+  Result<Joules> average_energy(const GpuCounter& g, std::chrono::nanoseconds a, std::chrono::nanoseconds b,
+                                GpuEnergy& ge) const {
+    const auto from = a + kAverageLag, to = b + kAverageLag;
+    const auto now = clock->now();
+    const auto lived = std::min(to, now);
+    Joules e{0.0};
+    if (lived > from) {
+      auto part = power_monitor->gpu_energy(g.index, PowerDomain::kDeviceAverage, from, lived);
+      if (!part) return fail(part.error());
+      e = *part;
+    }
+    const auto ahead = to - std::max(from, lived);
+    if (ahead > std::chrono::nanoseconds(0)) {
+      auto p = power_monitor->gpu_power(g.index, PowerDomain::kDeviceAverage);
+      if (!p) return fail(p.error());
+      e = e + *p * Seconds(std::chrono::duration<double>(ahead).count());
+      ge.extrapolated = Seconds(std::chrono::duration<double>(ahead).count());
+    }
+    return e;
   }
 
   static SocEnergy soc_energy(const Soc& soc, const WindowState& start, const WindowState& end, std::size_t i) {
@@ -788,7 +833,16 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
         impl->gpus.back().peak_mw = c->max.value() * kPeakMargin;
     // Not followed: never due.
     if (!options.follow_counters || !caps.energy_counter) impl->gpus.back().plan.next_due = kNever;
-    if (!caps.energy_counter) old_gpus.push_back(i);
+    if (!caps.energy_counter) {
+      old_gpus.push_back(i);
+      // No instant power (AMD MI200 and older report only a 1 s average): integrate the average.
+      const auto& have = caps.power_domains;
+      if (std::find(have.begin(), have.end(), PowerDomain::kDeviceInstant) == have.end() &&
+          std::find(have.begin(), have.end(), PowerDomain::kDeviceAverage) != have.end()) {
+        impl->gpus.back().integrated = PowerDomain::kDeviceAverage;
+        impl->integrates_average = true;
+      }
+    }
   }
 
   if (options.cpu_indices) {
@@ -814,7 +868,16 @@ Result<std::unique_ptr<EnergyMonitor>> EnergyMonitor::create(std::vector<std::sh
     pm.cpus = false;
     pm.clock = impl->clock;
     pm.period = options.power_sample_period;
+    // Each GPU's series is sampled where it has it; a GPU that has both samples both (the
+    // average is then unused), which only costs a read.
     pm.domains = {PowerDomain::kDeviceInstant};
+    if (impl->integrates_average) {
+      const bool any_instant = std::any_of(impl->gpus.begin(), impl->gpus.end(), [](const GpuCounter& g) {
+        return !g.has_counter && g.integrated == PowerDomain::kDeviceInstant;
+      });
+      pm.domains = any_instant ? std::vector<PowerDomain>{PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage}
+                               : std::vector<PowerDomain>{PowerDomain::kDeviceAverage};
+    }
     auto monitor = PowerMonitor::create(gpus, {}, pm);
     if (!monitor) return fail(monitor.error());
     impl->power_monitor = std::move(*monitor);
@@ -938,6 +1001,7 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
   m.cpus.reserve(impl_->cpus.size());
   Impl::Windows::node_type node;
   std::vector<std::int64_t> settle_at;
+  std::optional<std::chrono::nanoseconds> average_until;
   // The end edge's reads: in the monitor's scratch (no allocation on the hot path), or, when
   // settling releases the lock, in this call's own copy (another end_window reuses the scratch).
   WindowState settled_end;
@@ -950,17 +1014,19 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
     WindowState& end = impl_->end_scratch;
     end.start = impl_->clock->now();
     impl_->read_counters(end);
-    if (impl_->options.settle && impl_->estimates()) {
-      settle_at = end.gpu_t;
-      settled_end = end;
-    }
+    if (impl_->options.settle && impl_->estimates()) settle_at = end.gpu_t;
+    // A GPU measured by its 1 s average: settling waits until the average has covered the end
+    // edge (kAverageLag past it; see average_energy).
+    if (impl_->options.settle && impl_->integrates_average) average_until = end.start + kAverageLag;
+    if (!settle_at.empty() || average_until) settled_end = end;
   }
   // Settling sleeps: never under the monitor's lock (other windows and the follower go on).
   if (!settle_at.empty()) impl_->settle(settle_at);
+  if (average_until) impl_->clock->sleep_until(*average_until);
   {
     std::lock_guard lock(impl_->mu);
     const WindowState& start = node.mapped();
-    const WindowState& end = settle_at.empty() ? impl_->end_scratch : settled_end;
+    const WindowState& end = settle_at.empty() && !average_until ? impl_->end_scratch : settled_end;
     impl_->compose(name, start, end, instant, m);
     impl_->write_log_row(m);
     if (impl_->spare_nodes.size() < kSpareWindowNodes) impl_->spare_nodes.push_back(std::move(node));

@@ -17,6 +17,7 @@
 #include "erg/backends/amdsmi/discovery.hpp"
 #include "erg/backends/discovery.hpp"
 #include "erg/measure/energy_monitor.hpp"
+#include "erg/measure/power_monitor.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
 
@@ -232,6 +233,96 @@ TEST(AmdGpus, MI250SecondDieHasNoPowerOfItsOwnAndTheCardTotalIsRight) {
   EXPECT_EQ(rig.machine->true_energy(1)->value(), 0.0);
   report("MI250 card (both dies)", m.gpu_energy().value(), truth[0]);
   EXPECT_NEAR(m.gpu_energy().value(), truth[0], 0.01 * truth[0]) << "the card's total";
+}
+
+// MI210 reports only a 1 s average of socket power. With its counter failing the start check,
+// windows integrate that average, shifted by its 0.5 s lag; settling waits for the shift.
+// A step of the load in the middle of the window (well away from the edges) lands in the
+// right window: without the shift the high power would run on 0.5 s into the idle half, about
+// 30 % too much here.
+TEST(AmdGpus, MI210WithoutCounterIntegratesTheOneSecondAverageWithinThreePercent) {
+  Rig rig("1xMI210:frozen");
+  ASSERT_EQ(rig.inventory.gpus.size(), 1u) << unavailable_text(rig.inventory);
+  auto& gpu = *rig.inventory.gpus[0];
+  EXPECT_FALSE(gpu.capabilities().energy_counter);
+  EXPECT_EQ(gpu.capabilities().power_domains, std::vector<PowerDomain>{PowerDomain::kDeviceAverage});
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load::training(1.0)));
+  auto monitor = rig.monitor();
+  ASSERT_NE(monitor->power_monitor(), nullptr);
+  EXPECT_TRUE(monitor->power_monitor()->sampled(0, PowerDomain::kDeviceAverage));
+  std::this_thread::sleep_for(1200ms);  // the average has a full second of the load behind it
+
+  // Steady load.
+  auto [m, truth] = rig.window(*monitor, 2000ms);
+  ASSERT_TRUE(m.gpus[0].energy) << (m.gpus[0].error ? m.gpus[0].error->message : "");
+  EXPECT_EQ(m.gpus[0].source, measure::EnergySource::kIntegrated);
+  EXPECT_EQ(m.gpus[0].extrapolated.count(), 0.0) << "settled: the shifted end was lived";
+  EXPECT_FALSE(m.gpus[0].short_window);
+  report("MI210 1 s average, steady", m.gpus[0].energy->value(), truth[0]);
+  EXPECT_NEAR(m.gpus[0].energy->value(), truth[0], 0.03 * truth[0]);
+
+  // A step down in the middle of the window.
+  const auto t0 = rig.machine->now();
+  ASSERT_TRUE(monitor->begin_window("step"));
+  std::this_thread::sleep_for(1200ms);
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load{0.0}));
+  std::this_thread::sleep_for(1800ms);
+  const auto t1 = rig.machine->now();
+  auto r = monitor->end_window("step");
+  ASSERT_TRUE(r) << r.error().message;
+  std::this_thread::sleep_for(100ms);
+  const double sensor = (*rig.machine->sensor_energy_at(0, t1) - *rig.machine->sensor_energy_at(0, t0)).value();
+  ASSERT_TRUE(r->gpus[0].energy);
+  report("MI210 1 s average, load step", r->gpus[0].energy->value(), sensor);
+  EXPECT_NEAR(r->gpus[0].energy->value(), sensor, 0.03 * sensor);
+}
+
+// Without settling the shifted end edge is extrapolated at the latest average, and says so.
+TEST(AmdGpus, MI210AverageEdgeIsExtrapolatedWithoutSettle) {
+  Rig rig("1xMI210:frozen");
+  ASSERT_EQ(rig.inventory.gpus.size(), 1u) << unavailable_text(rig.inventory);
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load::training(0.8)));
+  measure::EnergyMonitorOptions o;
+  o.clock = rig.clock.get();
+  auto monitor = measure::EnergyMonitor::create(rig.inventory.gpus, {}, o);
+  ASSERT_TRUE(monitor) << monitor.error().message;
+  std::this_thread::sleep_for(1200ms);
+  const auto t0 = rig.machine->now();
+  ASSERT_TRUE((*monitor)->begin_window("w"));
+  std::this_thread::sleep_for(2000ms);
+  const auto t1 = rig.machine->now();
+  auto r = (*monitor)->end_window("w");
+  ASSERT_TRUE(r) << r.error().message;
+  std::this_thread::sleep_for(100ms);
+  const double sensor = (*rig.machine->sensor_energy_at(0, t1) - *rig.machine->sensor_energy_at(0, t0)).value();
+  ASSERT_TRUE(r->gpus[0].energy);
+  EXPECT_GT(r->gpus[0].extrapolated.count(), 0.4);
+  EXPECT_LE(r->gpus[0].extrapolated.count(), 0.5);
+  report("MI210 1 s average, unsettled", r->gpus[0].energy->value(), sensor);
+  EXPECT_NEAR(r->gpus[0].energy->value(), sensor, 0.03 * sensor) << "steady load: the extrapolation holds";
+}
+
+// MI250 with its counter off: the first die integrates its 1 s average (the card's power), the
+// second die its 0 W; the card's total against the sensor truth.
+TEST(AmdGpus, MI250WithoutCounterIntegratesTheCardsAverageWithinThreePercent) {
+  Rig rig("1xMI250:frozen");
+  ASSERT_EQ(rig.inventory.gpus.size(), 2u) << unavailable_text(rig.inventory);
+  EXPECT_FALSE(rig.inventory.gpus[0]->capabilities().energy_counter);
+  EXPECT_FALSE(rig.inventory.gpus[1]->capabilities().energy_counter);
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load::training(0.6)));
+  ASSERT_TRUE(rig.machine->set_load(1, sim::Load::training(0.9)));
+  auto monitor = rig.monitor();
+  std::this_thread::sleep_for(1200ms);
+  auto [m, truth] = rig.window(*monitor, 2000ms);
+  ASSERT_EQ(m.gpus.size(), 2u);
+  for (unsigned g = 0; g < 2; ++g) {
+    ASSERT_TRUE(m.gpus[g].energy) << "gpu " << g << ": " << (m.gpus[g].error ? m.gpus[g].error->message : "");
+    EXPECT_EQ(m.gpus[g].source, measure::EnergySource::kIntegrated) << "gpu " << g;
+  }
+  EXPECT_EQ(m.gpus[1].energy->value(), 0.0);
+  EXPECT_GT(truth[0], 300.0);
+  report("MI250 card, 1 s average", m.gpu_energy().value(), truth[0]);
+  EXPECT_NEAR(m.gpu_energy().value(), truth[0], 0.03 * truth[0]);
 }
 
 // The three layouts of amdsmi_power_info_t (ABI 24, 25, 26) read the same powers.

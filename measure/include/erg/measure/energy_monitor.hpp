@@ -10,8 +10,12 @@
 /// and then densely around one, to keep the schedule locked), so the update after a begin edge
 /// is known shortly after it; the end edge is extrapolated from the last update, or — with
 /// `settle` — end_window waits for the update after it (at most about one period) and is exact
-/// too. GPUs without an energy counter (pre-Volta) are measured by integrating a PowerMonitor
-/// timeline that the monitor starts for them. All counter anomalies (driver-reload resets,
+/// too. GPUs without an energy counter (pre-Volta, or an AMD counter that failed its start
+/// check) are measured by integrating a PowerMonitor timeline that the monitor starts for them:
+/// of instant power, or, where the GPU has only a 1 s average (AMD MI200 and older), of that
+/// average over the window shifted 0.5 s later (its lag), which is exact for power that is
+/// constant or linear within 0.5 s of each edge and off by at most the power swing × 0.125 s per
+/// edge otherwise; windows shorter than 1 s are marked short. All counter anomalies (driver-reload resets,
 /// counters going backwards) are absorbed by one CounterTracker per counter: energy never goes
 /// negative and an affected window says so.
 ///
@@ -59,6 +63,9 @@ struct EnergyMonitorOptions {
   /// edge — at most about one update period — so the end edge is interpolated, not extrapolated.
   /// On a monitor younger than about three periods it also waits until the counter's schedule
   /// is learned (the updates it polls for pin it), since both edges are estimated against it.
+  /// A GPU measured by its 1 s average power makes it wait 0.5 s past the end edge (the
+  /// average's lag); without settling that last 0.5 s is extrapolated at the latest average
+  /// (GpuEnergy::extrapolated says how long).
   bool settle = false;
   /// Append one row per ended window (not cancelled ones), flushed per row.
   std::optional<std::filesystem::path> log_file;
