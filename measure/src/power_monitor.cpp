@@ -45,6 +45,14 @@ struct CpuSlot {
   int consecutive_errors = 0;  // an I/O error is retried next round, up to kCpuRetries in a row
 };
 
+struct SocSlot {
+  unsigned index;
+  std::shared_ptr<Soc> soc;
+  std::vector<std::unique_ptr<Series>> rails;  // capabilities().rails order
+  bool failed = false;
+  int consecutive_errors = 0;  // an I/O error is retried next round, up to kCpuRetries in a row
+};
+
 // Consecutive I/O errors after which a CPU stops being sampled (one is a glitch: a counter that
 // read corrupt or reset, which RaplCpu reports and counts on from).
 constexpr int kCpuRetries = 3;
@@ -68,6 +76,7 @@ struct PowerMonitor::Impl {
   std::vector<PowerDomain> domains;
   std::vector<GpuSlot> gpus;
   std::vector<CpuSlot> cpus;
+  std::vector<SocSlot> socs;
 
   mutable std::mutex errors_mu;
   std::vector<SamplingError> errors;
@@ -138,6 +147,26 @@ struct PowerMonitor::Impl {
         }
       }
     }
+    for (auto& slot : socs) {
+      if (slot.failed) continue;
+      auto p = slot.soc->rail_power();
+      const auto t = clock->now();
+      if (!p) {
+        // As for CPUs: an I/O error (a sysfs read that failed once) is retried; anything else,
+        // or errors in a row, stops the SoC's series there.
+        if (p.error().code != ErrorCode::kIo || ++slot.consecutive_errors >= kCpuRetries) {
+          slot.failed = true;
+          for (auto& s : slot.rails) stop_series(*s, t, p.error());
+          record_error("soc" + std::to_string(slot.index), p.error());
+        }
+        continue;
+      }
+      slot.consecutive_errors = 0;
+      for (std::size_t r = 0; r < slot.rails.size() && r < p->size(); ++r) {
+        std::lock_guard lock(slot.rails[r]->mu);
+        slot.rails[r]->timeline.add_power(t, Watts((*p)[r]).value());
+      }
+    }
     rounds.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -183,6 +212,15 @@ struct PowerMonitor::Impl {
     const Series* s = domain == CpuDomain::kPackage ? slot->package.get() : slot->dram.get();
     if (s == nullptr) return fail(ErrorCode::kNotFound, "CPU " + std::to_string(cpu) + " has no DRAM domain");
     return s;
+  }
+  Result<const Series*> soc_series(unsigned soc, unsigned rail) const {
+    for (const auto& s : socs) {
+      if (s.index != soc) continue;
+      if (rail >= s.rails.size())
+        return fail(ErrorCode::kNotFound, "SoC " + std::to_string(soc) + " has no rail " + std::to_string(rail));
+      return s.rails[rail].get();
+    }
+    return fail(ErrorCode::kNotFound, "SoC " + std::to_string(soc) + " is not being monitored");
   }
 };
 
@@ -286,8 +324,14 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
       impl->cpus.push_back(std::move(slot));
     }
   }
-  if (impl->gpus.empty() && impl->cpus.empty())
-    return fail(ErrorCode::kInvalidArgument, "nothing to sample: no GPU and no CPU");
+  for (auto& soc : options.socs) {
+    SocSlot slot{soc->index(), soc, {}, false};
+    for (std::size_t r = 0; r < soc->capabilities().rails.size(); ++r)
+      slot.rails.push_back(std::make_unique<Series>(options.max_samples));
+    impl->socs.push_back(std::move(slot));
+  }
+  if (impl->gpus.empty() && impl->cpus.empty() && impl->socs.empty())
+    return fail(ErrorCode::kInvalidArgument, "nothing to sample: no GPU, no CPU and no SoC");
 
   if (options.period) {
     if (options.period->count() <= 0) return fail(ErrorCode::kInvalidArgument, "sampling period must be positive");
@@ -296,6 +340,10 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
     std::vector<std::shared_ptr<Gpu>> sampled;
     for (unsigned i : indices) sampled.push_back(gpus[i]);
     impl->period = sampled.empty() ? kMaxPeriod : infer_sampling_period(sampled);
+    // SoC rails: twice per sensor update, as for GPUs (their backends know the period).
+    for (const auto& soc : options.socs)
+      if (auto u = soc->capabilities().update_period)
+        impl->period = std::min(impl->period, std::clamp(*u / 2, std::chrono::microseconds(1000), kMaxPeriod));
   }
   impl->gpu_indices = indices;
   impl->domains = domains;
@@ -394,6 +442,27 @@ Result<Joules> PowerMonitor::cpu_energy(unsigned cpu, CpuDomain domain, std::chr
   return energy_of(**s, start, end, impl_->clock->now(), "CPU " + std::to_string(cpu));
 }
 
+Result<Watts> PowerMonitor::soc_power(unsigned soc, unsigned rail, std::optional<std::chrono::nanoseconds> time) const {
+  auto s = impl_->soc_series(soc, rail);
+  if (!s) return fail(s.error());
+  return power_of(**s, time, "SoC " + std::to_string(soc) + " rail " + std::to_string(rail));
+}
+
+Result<std::vector<PowerPoint>> PowerMonitor::soc_timeline(unsigned soc, unsigned rail, std::chrono::nanoseconds start,
+                                                           std::chrono::nanoseconds end) const {
+  auto s = impl_->soc_series(soc, rail);
+  if (!s) return fail(s.error());
+  return timeline_of(**s, start, end);
+}
+
+Result<Joules> PowerMonitor::soc_energy(unsigned soc, unsigned rail, std::chrono::nanoseconds start,
+                                        std::chrono::nanoseconds end) const {
+  auto s = impl_->soc_series(soc, rail);
+  if (!s) return fail(s.error());
+  return energy_of(**s, start, end, impl_->clock->now(),
+                   "SoC " + std::to_string(soc) + " rail " + std::to_string(rail));
+}
+
 Result<Watts> PowerMonitor::gpu_power_at(unsigned gpu, PowerDomain domain, std::chrono::nanoseconds time) const {
   auto s = impl_->gpu_series(gpu, domain);
   if (!s) return fail(s.error());
@@ -419,6 +488,11 @@ std::size_t PowerMonitor::allocated_bytes() const {
       std::lock_guard lock(s->mu);
       n += s->timeline.allocated_bytes();
     }
+  for (const auto& c : impl_->socs)
+    for (const auto& s : c.rails) {
+      std::lock_guard lock(s->mu);
+      n += s->timeline.allocated_bytes();
+    }
   return n;
 }
 
@@ -436,6 +510,11 @@ std::size_t PowerMonitor::stored_samples() const {
       n += s->timeline.size();
     }
   }
+  for (const auto& c : impl_->socs)
+    for (const auto& s : c.rails) {
+      std::lock_guard lock(s->mu);
+      n += s->timeline.size();
+    }
   return n;
 }
 

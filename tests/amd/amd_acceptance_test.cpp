@@ -325,6 +325,46 @@ TEST(AmdGpus, MI250WithoutCounterIntegratesTheCardsAverageWithinThreePercent) {
   EXPECT_NEAR(m.gpu_energy().value(), truth[0], 0.03 * truth[0]);
 }
 
+// PowerMonitor timelines over NVIDIA and AMD GPUs at once: both are sampled, and each
+// timeline's energy comes within 3 % of the sensor truth (hold-last integration of the 10 ms
+// MI300X sensor and the A100's partially sampled 100 ms instant power).
+TEST(AmdGpus, PowerMonitorGivesTimelinesForA100AndMI300X) {
+  Rig rig("1xA100,1xMI300X", 0ms);
+  ASSERT_EQ(rig.inventory.gpus.size(), 2u) << unavailable_text(rig.inventory);
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load::training(0.7)));
+  ASSERT_TRUE(rig.machine->set_load(1, sim::Load::training(0.9)));
+  measure::PowerMonitorOptions o;
+  o.clock = rig.clock.get();
+  o.cpus = false;
+  auto pm = measure::PowerMonitor::create(rig.inventory.gpus, {}, o);
+  ASSERT_TRUE(pm) << pm.error().message;
+  auto& monitor = **pm;
+  for (unsigned g = 0; g < 2; ++g) EXPECT_TRUE(monitor.sampled(g, PowerDomain::kDeviceInstant)) << "gpu " << g;
+  std::this_thread::sleep_for(300ms);
+  const auto t0 = rig.machine->now();
+  std::this_thread::sleep_for(1000ms);
+  ASSERT_TRUE(rig.machine->set_load(1, sim::Load::training(0.3)));
+  std::this_thread::sleep_for(1000ms);
+  const auto t1 = rig.machine->now();
+  std::this_thread::sleep_for(150ms);  // the sensors' updates after t1 exist now
+  for (unsigned g = 0; g < 2; ++g) {
+    auto line = monitor.gpu_timeline(g, PowerDomain::kDeviceInstant, t0, t1);
+    ASSERT_TRUE(line) << line.error().message;
+    EXPECT_GE(line->size(), 10u) << "gpu " << g;
+    auto e = monitor.gpu_energy(g, PowerDomain::kDeviceInstant, t0, t1);
+    ASSERT_TRUE(e) << e.error().message;
+    const double truth = (*rig.machine->sensor_energy_at(g, t1) - *rig.machine->sensor_energy_at(g, t0)).value();
+    report(g == 0 ? "PowerMonitor A100" : "PowerMonitor MI300X", e->value(), truth);
+    EXPECT_NEAR(e->value(), truth, 0.03 * truth) << "gpu " << g;
+  }
+  // The MI300X's step down shows in its timeline: its last second draws less than its first.
+  const auto mid = t0 + (t1 - t0) / 2;
+  auto first = monitor.gpu_energy(1, PowerDomain::kDeviceInstant, t0, mid);
+  auto second = monitor.gpu_energy(1, PowerDomain::kDeviceInstant, mid, t1);
+  ASSERT_TRUE(first && second);
+  EXPECT_LT(second->value(), 0.8 * first->value());
+}
+
 // The three layouts of amdsmi_power_info_t (ABI 24, 25, 26) read the same powers.
 TEST(AmdGpus, EveryAbiLayoutReadsTheSocketPower) {
   for (const char* abi : {"24", "25", "26"}) {

@@ -12,8 +12,10 @@
 #include <string>
 #include <thread>
 
+#include "erg/core/clock.hpp"
 #include "erg/devices/devices.hpp"
 #include "erg/measure/energy_monitor.hpp"
+#include "erg/measure/power_monitor.hpp"
 #include "erg/sim/machine.hpp"
 
 namespace erg {
@@ -111,6 +113,52 @@ TEST(Jetson, XavierIsListedAndMeasuredWithinTwoPercent) {
   ASSERT_TRUE(m) << m.error().message;
   auto [soc, truth] = rig.window(**m, 2000ms);
   check(soc, truth, 0.02);
+}
+
+// PowerMonitor samples every rail into a timeline: each rail's energy over an interval with a
+// power step comes within 3 % of the simulator's true rail energy, and its samples sit near the
+// power set (the model adds noise; the INA3221 quantises and has 1 % shunt errors).
+TEST(Jetson, PowerMonitorGivesRailTimelinesWithinThreePercent) {
+  Rig rig("jetson=orin");
+  ASSERT_EQ(rig.devs.inventory.socs.size(), 1u);
+  const auto& soc = rig.devs.inventory.socs[0];
+  const auto& rails = soc->capabilities().rails;
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("VDD_GPU_SOC", Watts(18.0)));
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("VDD_CPU_CV", Watts(7.0)));
+  measure::PowerMonitorOptions o;
+  o.socs = rig.devs.inventory.socs;
+  auto pm = measure::PowerMonitor::create({}, {}, o);
+  ASSERT_TRUE(pm) << pm.error().message;
+  auto& monitor = **pm;
+  EXPECT_LE(monitor.period(), std::chrono::microseconds(100'000));
+  std::this_thread::sleep_for(200ms);
+  const auto a = SteadyClock::instance().now();  // the monitor's clock
+  const auto t0 = rig.truth();
+  std::this_thread::sleep_for(1000ms);
+  ASSERT_TRUE(rig.devs.machine->set_rail_power("VDD_GPU_SOC", Watts(6.0)));
+  std::this_thread::sleep_for(1000ms);
+  const auto b = SteadyClock::instance().now();
+  const auto t1 = rig.truth();
+  std::this_thread::sleep_for(50ms);
+  for (unsigned r = 0; r < rails.size(); ++r) {
+    auto e = monitor.soc_energy(soc->index(), r, a, b);
+    ASSERT_TRUE(e) << e.error().message;
+    const double truth = t1.at(rails[r].name) - t0.at(rails[r].name);
+    std::printf("  %-16s timeline %8.3f J  true %8.3f J  error %+.3f %%\n", rails[r].name.c_str(), e->value(), truth,
+                100.0 * (e->value() / truth - 1.0));
+    EXPECT_NEAR(e->value() / truth, 1.0, 0.03) << rails[r].name;
+  }
+  // The GPU rail's timeline shows the step from 18 W to 6 W.
+  auto line = monitor.soc_timeline(soc->index(), 0, a, b);
+  ASSERT_TRUE(line) << line.error().message;
+  ASSERT_GE(line->size(), 20u);
+  EXPECT_NEAR(line->front().watts, 18.0, 18.0 * 0.05);
+  EXPECT_NEAR(line->back().watts, 6.0, 6.0 * 0.05);
+  auto now = monitor.soc_power(soc->index(), 1);
+  ASSERT_TRUE(now) << now.error().message;
+  EXPECT_NEAR(now->value(), 7.0, 7.0 * 0.05) << rails[1].name;
+  EXPECT_FALSE(monitor.soc_power(soc->index(), static_cast<unsigned>(rails.size())));
+  EXPECT_FALSE(monitor.soc_power(soc->index() + 1, 0));
 }
 
 TEST(Jetson, NoSocOnAMachineWithoutOne) {

@@ -1,6 +1,6 @@
 #pragma once
 /// PowerMonitor: a background sampler of GPU power (and CPU package/DRAM power derived from
-/// energy deltas) with bounded, queryable timelines (Zeus's PowerMonitor, reference/zeus.md
+/// energy deltas, and SoC rail power) with bounded, queryable timelines (Zeus's PowerMonitor, reference/zeus.md
 /// §1.2, but one native thread instead of one spawned process per domain).
 ///
 /// RAII: sampling starts in create() — which takes the first round of samples itself, so the
@@ -49,6 +49,10 @@ struct PowerMonitorOptions {
   const Clock* clock = nullptr;
   /// Start the background thread. Tests on a virtual clock set false and call sample_once().
   bool start_thread = true;
+  /// SoC modules (Jetson) whose rails are sampled too: one rail_power() read per round gives one
+  /// timeline per rail (rails in the SoC's capabilities().rails order). With no GPU sampled and
+  /// no `period`, the period is half the fastest SoC's sensor update period (1 to 100 ms).
+  std::vector<std::shared_ptr<Soc>> socs;
 };
 
 /// A device that stopped being sampled, and why.
@@ -60,7 +64,7 @@ struct SamplingError {
 class PowerMonitor {
  public:
   /// Errors: InvalidArgument for an unknown GPU index, a requested domain no GPU supports,
-  /// or nothing to sample.
+  /// or nothing to sample (no GPU, CPU or SoC).
   static Result<std::unique_ptr<PowerMonitor>> create(std::vector<std::shared_ptr<Gpu>> gpus,
                                                       std::vector<std::shared_ptr<Cpu>> cpus,
                                                       PowerMonitorOptions options = {});
@@ -106,6 +110,16 @@ class PowerMonitor {
   Result<std::vector<PowerPoint>> cpu_timeline(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds start,
                                                std::chrono::nanoseconds end) const;
   Result<Joules> cpu_energy(unsigned cpu, CpuDomain domain, std::chrono::nanoseconds start,
+                            std::chrono::nanoseconds end) const;
+
+  /// The power of rail `rail` (position in capabilities().rails) of SoC `soc` (its index()),
+  /// latest or the stored sample nearest to `time`; timeline and energy as for GPUs. NotFound if
+  /// the SoC or rail is not sampled; Unavailable if no sample yet.
+  Result<Watts> soc_power(unsigned soc, unsigned rail,
+                          std::optional<std::chrono::nanoseconds> time = std::nullopt) const;
+  Result<std::vector<PowerPoint>> soc_timeline(unsigned soc, unsigned rail, std::chrono::nanoseconds start,
+                                               std::chrono::nanoseconds end) const;
+  Result<Joules> soc_energy(unsigned soc, unsigned rail, std::chrono::nanoseconds start,
                             std::chrono::nanoseconds end) const;
 
   /// Samples stored over all series (for memory accounting).
