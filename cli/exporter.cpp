@@ -51,11 +51,12 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
       gpus = inventory->gpus;
     else
       for (unsigned g : opts->gpus) gpus.push_back(inventory->gpus.at(g));
-    if (gpus.empty() && inventory->cpus.empty())
-      throw CliError{kExitFailure, "no GPU or CPU energy source to export (see erg devices)"};
+    if (gpus.empty() && inventory->cpus.empty() && inventory->socs.empty())
+      throw CliError{kExitFailure, "no GPU, CPU or SoC energy source to export (see erg devices)"};
     o.node = opts->node.value_or(prom::host_name());
     o.exporter = "erg-exporter";
     o.simulated = inventory->simulated;
+    o.socs = inventory->socs;
     const std::size_t n_gpus = gpus.size();
     const std::size_t n_cpus = inventory->cpus.size();
     auto collector = prom::Collector::create(std::move(gpus), inventory->cpus, o);
@@ -80,12 +81,13 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
                        {"path", "/metrics"},
                        {"gpus", n_gpus},
                        {"cpus", n_cpus},
+                       {"socs", inventory->socs.size()},
                        {"simulated", inventory->simulated}};
       std::cout << j.dump() << std::endl;
     }
     std::cerr << "erg exporter: serving http://" << host << ":" << port << "/metrics (" << n_gpus << " GPU(s), "
-              << n_cpus << " CPU package(s)" << (inventory->simulated ? ", simulated machine" : "")
-              << "); Ctrl-C stops\n";
+              << n_cpus << " CPU package(s), " << inventory->socs.size() << " SoC(s)"
+              << (inventory->simulated ? ", simulated machine" : "") << "); Ctrl-C stops\n";
     signals.wait(std::nullopt);
   });
 }

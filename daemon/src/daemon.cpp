@@ -94,6 +94,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
   metrics.labels = impl->config.metrics_labels;
   metrics.exporter = "ergd";
   metrics.simulated = inventory.simulated;
+  metrics.socs = inventory.socs;  // Jetson rails on /metrics (read-only, no API group)
   auto collector = prom::Collector::create(std::move(gpus), std::move(cpus), std::move(metrics));
   if (!collector) return fail(collector.error());
   impl->exposition = std::move(*collector);

@@ -199,6 +199,60 @@ TEST_F(PrometheusPull, ExporterOnceIsValidAndBadLabelsAreNamed) {
   EXPECT_NE(taken.err.find("--listen"), std::string::npos) << taken.err;
 }
 
+/// The value of the first series of `metric` whose text line contains `has` (nullopt if none).
+std::optional<double> series_value(const std::string& text, const std::string& metric, const std::string& has) {
+  std::size_t at = 0;
+  while ((at = text.find("\n" + metric + "{", at)) != std::string::npos) {
+    const auto end = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1, end - at - 1);
+    at = end;
+    if (line.find(has) == std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return std::nullopt;
+}
+
+// `erg --simulate jetson=orin exporter --once`: every rail has an energy series (0 J at the
+// first read) and a power series (the simulated rails draw their default power), and promtool
+// accepts the exposition.
+TEST(PrometheusSoc, ExporterOnceShowsJetsonRails) {
+  testing::TempDir dir;
+  auto r = testing::run_shell(std::string(ERG_CLI_PATH) + " --simulate jetson=orin exporter --once");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* rail : {"VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0"}) {
+    const std::string has = std::string("rail=\"") + rail + "\"";
+    auto e = series_value(r.out, "erg_soc_energy_joules_total", has);
+    auto p = series_value(r.out, "erg_soc_power_watts", has);
+    ASSERT_TRUE(e && p) << rail << "\n" << r.out;
+    EXPECT_EQ(*e, 0.0) << rail << ": counts from the exporter's first read";
+    EXPECT_GT(*p, 0.1) << rail;
+    EXPECT_LT(*p, 60.0) << rail << ": an Orin module draws at most 60 W";
+  }
+  EXPECT_NE(r.out.find("kind=\"gpu\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("erg_soc_up{"), std::string::npos) << r.out;
+  EXPECT_EQ(promtool_check_metrics(dir.path(), "jetson", r.out), "");
+}
+
+// `erg --simulate 2xMI300X exporter --once`: both AMD GPUs have energy and power series (an
+// idle MI300X draws about 140 W), and promtool accepts the exposition.
+TEST(PrometheusAmd, ExporterOnceShowsMI300XEnergyAndPower) {
+  testing::TempDir dir;
+  auto r = testing::run_shell(std::string(ERG_CLI_PATH) + " --simulate 2xMI300X exporter --once");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* index : {"index=\"0\"", "index=\"1\""}) {
+    auto e = series_value(r.out, "erg_gpu_energy_joules_total", index);
+    auto p = series_value(r.out, "erg_gpu_power_watts", index);
+    ASSERT_TRUE(e && p) << index << "\n" << r.out;
+    EXPECT_GE(*e, 0.0);
+    EXPECT_LT(*e, 5.0) << "counts from the exporter's first read";
+    EXPECT_NEAR(*p, 140.0, 20.0) << index;
+    EXPECT_NE(r.out.find(std::string("erg_gpu_up{") + index + ",name=\"AMD Instinct MI300X\""), std::string::npos)
+        << r.out;
+  }
+  EXPECT_NE(r.out.find("domain=\"device_instant\""), std::string::npos) << r.out;
+  EXPECT_EQ(promtool_check_metrics(dir.path(), "amd", r.out), "");
+}
+
 TEST(PrometheusConfig, PromtoolAcceptsThePackagedScrapeConfig) {
   auto r = testing::run_shell(std::string("/usr/bin/promtool check config ") + ERG_SOURCE_DIR +
                               "/packaging/prometheus/prometheus.yml");

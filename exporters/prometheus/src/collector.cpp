@@ -91,6 +91,13 @@ struct CpuState {
   std::uint64_t read_errors = 0;
 };
 
+struct SocState {
+  Labels labels;  // index and name; each rail adds rail and kind
+  std::vector<Labels> rail_labels;
+  std::vector<FollowedCounter> rails;
+  std::uint64_t read_errors = 0;
+};
+
 /// The window every scrape peeks at: each GPU's energy since the first scrape.
 constexpr const char* kWindow = "erg-prometheus";
 
@@ -112,7 +119,8 @@ Result<void> check_user_labels(const std::map<std::string, std::string>& labels)
       return fail(ErrorCode::kInvalidArgument, "label '" + name +
                                                    "' is not a Prometheus label name "
                                                    "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)");
-    for (const char* own : {"index", "uuid", "name", "node", "domain", "device", "version", "exporter", "simulated"})
+    for (const char* own :
+         {"index", "uuid", "name", "node", "domain", "device", "version", "exporter", "simulated", "rail", "kind"})
       if (name == own) return fail(ErrorCode::kInvalidArgument, "label '" + name + "' is set by erg itself");
   }
   return ok();
@@ -141,6 +149,7 @@ struct Collector::Impl {
   std::vector<std::shared_ptr<Cpu>> cpus;
   std::vector<GpuState> gpu;
   std::vector<CpuState> cpu;
+  std::vector<SocState> soc;
   // Follows the GPU energy counters from the first scrape on (its follower reads each counter
   // around every update), so a counter that steps back or restarts between two scrapes is
   // bridged and counted, not missed: a step back smaller than what the GPU drew since the last
@@ -179,6 +188,20 @@ Result<std::shared_ptr<Collector>> Collector::create(std::vector<std::shared_ptr
     s.labels.insert(s.labels.end(), m.common.begin(), m.common.end());
     s.has_dram = m.cpus[i]->capabilities().dram;
     m.cpu.push_back(std::move(s));
+  }
+  for (const auto& soc : m.options.socs) {
+    SocState s;
+    s.labels = {{"index", std::to_string(soc->index())}, {"name", soc->name()}};
+    for (const auto& r : soc->capabilities().rails) {
+      Labels l = s.labels;
+      l.push_back({"rail", r.name});
+      l.push_back({"kind", std::string(to_string(r.kind))});
+      l.insert(l.end(), m.common.begin(), m.common.end());
+      s.rail_labels.push_back(std::move(l));
+    }
+    s.rails.resize(s.rail_labels.size());
+    s.labels.insert(s.labels.end(), m.common.begin(), m.common.end());
+    m.soc.push_back(std::move(s));
   }
   return std::shared_ptr<Collector>(new Collector(std::move(impl)));
 }
@@ -300,6 +323,34 @@ std::vector<pm::MetricFamily> Collector::Impl::collect() {
     add(errors, std::move(el), static_cast<double>(s.read_errors));
   }
 
+  auto soc_energy = family(names::kSocEnergy, "SoC rail energy since the exporter first read it, integrated (J)",
+                           pm::MetricType::Counter);
+  auto soc_power = family(names::kSocPower, "SoC rail power (W)", pm::MetricType::Gauge);
+  auto sup =
+      family(names::kSocUp, "1 if the SoC's rails answered this scrape; 0 while they do not", pm::MetricType::Gauge);
+  for (std::size_t i = 0; i < options.socs.size(); ++i) {
+    Soc& c = *options.socs[i];
+    SocState& s = soc[i];
+    // The backend's integral is monotonic and counts across failed reads (a rail holds its last
+    // power over a gap); the followed counter starts it at 0 at the first scrape.
+    auto e = read_retrying([&] { return c.rail_energy(); });
+    auto p = e ? read_retrying([&] { return c.rail_power(); }) : Result<std::vector<MilliWatts>>(fail(e.error()));
+    if (!e || !p) {
+      ++s.read_errors;
+      add(sup, s.labels, 0);
+    } else {
+      add(sup, s.labels, 1);
+      for (std::size_t r = 0; r < s.rails.size() && r < e->size() && r < p->size(); ++r) {
+        s.rails[r].advance(Joules((*e)[r]).value());
+        add(soc_energy, s.rail_labels[r], s.rails[r].shown_j);
+        add(soc_power, s.rail_labels[r], Watts((*p)[r]).value());
+      }
+    }
+    Labels el{{"device", "soc"}, {"index", std::to_string(c.index())}};
+    el.insert(el.end(), common.begin(), common.end());
+    add(errors, std::move(el), static_cast<double>(s.read_errors));
+  }
+
   auto info = family(names::kInfo, "What is exporting: erg version, exporter, node, simulated", pm::MetricType::Gauge);
   Labels il{
       {"exporter", options.exporter}, {"simulated", options.simulated ? "true" : "false"}, {"version", ERG_VERSION}};
@@ -310,8 +361,8 @@ std::vector<pm::MetricFamily> Collector::Impl::collect() {
   add(duration, common, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
   std::vector<pm::MetricFamily> out;
-  for (auto* f :
-       {&energy, &power, &limit, &temp, &gup, &anomalies, &cpu_energy, &dram_energy, &cup, &info, &duration, &errors})
+  for (auto* f : {&energy, &power, &limit, &temp, &gup, &anomalies, &cpu_energy, &dram_energy, &cup, &soc_energy,
+                  &soc_power, &sup, &info, &duration, &errors})
     if (!f->metric.empty()) out.push_back(std::move(*f));
   return out;
 }

@@ -26,6 +26,9 @@ struct CollectorOptions {
   std::string exporter = "erg";
   /// erg_info's `simulated` label: the devices are the simulated machine.
   bool simulated = false;
+  /// SoC modules (Jetson) whose rails are exported (erg_soc_*): energy from the backend's
+  /// integral (its sampler starts with the first scrape), power read at each scrape.
+  std::vector<std::shared_ptr<Soc>> socs;
 };
 
 /// InvalidArgument naming the label for a name that is not a Prometheus label name

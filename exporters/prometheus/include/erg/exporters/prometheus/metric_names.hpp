@@ -35,6 +35,15 @@ inline constexpr const char* kCpuEnergy = "erg_cpu_energy_joules_total";
 inline constexpr const char* kDramEnergy = "erg_dram_energy_joules_total";
 /// Gauge, 1/0: the CPU package's RAPL zones answered this scrape.
 inline constexpr const char* kCpuUp = "erg_cpu_up";
+/// Counter, J: energy of one SoC power rail (Jetson INA3221), integrated from power samples by
+/// the SoC's backend (semantics above). Labels: index, name (the SoC's), rail (the sensor's
+/// label), kind (cpu, gpu, cpu_gpu, total, other), node, user labels. A `total` rail is the
+/// module's input and includes the others: do not add it to them.
+inline constexpr const char* kSocEnergy = "erg_soc_energy_joules_total";
+/// Gauge, W: power of one SoC rail now (one reading). Labels as kSocEnergy.
+inline constexpr const char* kSocPower = "erg_soc_power_watts";
+/// Gauge, 1/0: the SoC's rails answered this scrape. 0: its energy and power series withdrawn.
+inline constexpr const char* kSocUp = "erg_soc_up";
 /// Gauge, always 1: what is exporting. Labels: version, exporter (ergd or erg-exporter), node,
 /// simulated ("true" on a simulated machine), user labels.
 inline constexpr const char* kInfo = "erg_info";
@@ -44,7 +53,7 @@ inline constexpr const char* kInfo = "erg_info";
 /// Gauge, s: how long this scrape took to read every device.
 inline constexpr const char* kScrapeDuration = "erg_exporter_scrape_duration_seconds";
 /// Counter: device reads that failed (after the retries a transient error gets). Labels: device
-/// (gpu, cpu), index.
+/// (gpu, cpu, soc), index.
 inline constexpr const char* kReadErrors = "erg_exporter_read_errors_total";
 
 // ---- pushed: Zeus's names (reference/zeus.md §7), labels window and index -------------------------
