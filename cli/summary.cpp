@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -58,6 +59,29 @@ json measurement_json(const measure::Measurement& m, const Inventory& inventory)
     if (c.error) e["error"] = c.error->message;
     j["cpus"].push_back(e);
   }
+  // SoC modules (Jetson): each rail's energy, integrated from power samples by the backend.
+  j["socs"] = json::array();
+  for (const auto& soc : m.socs) {
+    json e;
+    e["index"] = soc.index;
+    for (const auto& s : inventory.socs)
+      if (s->index() == soc.index) e["name"] = s->name();
+    e["rails"] = json::array();
+    for (const auto& r : soc.rails)
+      e["rails"].push_back({{"name", r.name},
+                            {"kind", std::string(to_string(r.kind))},
+                            {"energy_j", round6(r.energy.value())},
+                            {"avg_power_w", m.time.count() > 0 ? round6(r.energy.value() / m.time.count()) : 0.0}});
+    // Unknown (a rail could not be read at an edge) is null, never 0.
+    e["energy_j"] = soc.error ? json(nullptr) : json(round6(soc.total.value()));
+    e["cpu_energy_j"] = soc.cpu && !soc.error ? json(round6(soc.cpu->value())) : json(nullptr);
+    e["gpu_energy_j"] = soc.gpu && !soc.error ? json(round6(soc.gpu->value())) : json(nullptr);
+    if (soc.error) {
+      e["error"] = soc.error->message;
+      e["error_code"] = std::string(to_string(soc.error->code));
+    }
+    j["socs"].push_back(e);
+  }
   j["total_energy_j"] = round6(m.total_energy().value());
   // The totals leave out devices whose energy is unknown: say which.
   j["total_missing"] = m.missing_devices();
@@ -104,6 +128,27 @@ std::string measurement_table(const measure::Measurement& m, const Inventory& in
       out += line;
     }
   }
+  for (const auto& soc : m.socs) {
+    if (soc.error) {
+      std::snprintf(line, sizeof line, "  soc%-5u %-28s %14s %12s  error: %s\n", soc.index, "module", "unknown", "-",
+                    soc.error->message.c_str());
+      out += line;
+      continue;
+    }
+    for (const auto& r : soc.rails) {
+      const std::string kind = "integrated (" + std::string(to_string(r.kind)) + " rail)";
+      std::snprintf(line, sizeof line, "  soc%-5u %-28.28s %14.3f %12.2f  %s\n", soc.index, r.name.c_str(),
+                    r.energy.value(), avg(r.energy.value()), kind.c_str());
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "  soc%-5u %-28s %14.3f %12.2f  %s\n", soc.index, "module total",
+                  soc.total.value(), avg(soc.total.value()),
+                  std::any_of(soc.rails.begin(), soc.rails.end(),
+                              [](const measure::RailEnergy& r) { return r.kind == RailKind::kTotal; })
+                      ? "the input rail"
+                      : "the sum of the rails");
+    out += line;
+  }
   const auto missing = m.missing_devices();
   std::string without;
   for (const auto& d : missing) without += (without.empty() ? "  without " : ", ") + d;
@@ -138,6 +183,7 @@ std::unique_ptr<measure::EnergyMonitor> make_energy_monitor(const Inventory& inv
   options.settle = settle;
   if (!gpus.empty()) options.gpu_indices = gpus;
   if (!cpus.empty()) options.cpu_indices = cpus;
+  options.socs = inventory.socs;
   auto monitor = measure::EnergyMonitor::create(inventory.gpus, inventory.cpus, options);
   if (!monitor) throw CliError{kExitUsage, monitor.error().message};
   return std::move(*monitor);

@@ -12,7 +12,7 @@
 
 namespace erg::cli {
 
-/// {"time_s", "simulated", "gpus": [...], "cpus": [...], "total_energy_j"} (see README).
+/// {"time_s", "simulated", "gpus": [...], "cpus": [...], "socs": [...], "total_energy_j"} (see README).
 nlohmann::json measurement_json(const measure::Measurement& m, const Inventory& inventory);
 
 /// A table for people: time, energy and average power per device, source, totals.
@@ -21,7 +21,7 @@ std::string measurement_table(const measure::Measurement& m, const Inventory& in
 /// Writes `content` to `path` atomically (temporary file + rename), so a failed run leaves no
 /// partial file. Errors name the path.
 Result<void> write_file_atomically(const std::string& path, const std::string& content);
-/// An EnergyMonitor over the chosen GPUs and CPU packages (empty = all); a bad index throws
+/// An EnergyMonitor over the chosen GPUs and CPU packages (empty = all) and every SoC; a bad index throws
 /// CliError (usage).
 std::unique_ptr<measure::EnergyMonitor> make_energy_monitor(const Inventory& inventory,
                                                             const std::vector<unsigned>& gpus,

@@ -43,7 +43,9 @@ struct ExportedSim {
     EXPECT_TRUE(machine->export_env());
   }
   ~ExportedSim() {
-    for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT"}) ::unsetenv(v);
+    for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT", "ERG_HWMON_ROOT",
+                          "ERG_AMDSMI_LIBRARY"})
+      ::unsetenv(v);
   }
 };
 
@@ -52,6 +54,41 @@ double sensor_energy(sim::Machine& m, unsigned gpu, std::chrono::nanoseconds a, 
   auto s0 = m.sensor_energy_at(gpu, a), s1 = m.sensor_energy_at(gpu, b);
   EXPECT_TRUE(s0 && s1);
   return s0 && s1 ? (*s1 - *s0).value() : 0.0;
+}
+
+// `erg run --json` on a Jetson: every rail's energy in "socs", its average power against the
+// simulator's true rail power over a bracket of the run (constant rail power, so the bracket's
+// average is the window's: 3 %), the module total in the total, and the rails in the summary.
+TEST(ErgRun, ReportsJetsonRailEnergy) {
+  ExportedSim sim("jetson=orin");
+  ASSERT_TRUE(sim.machine->set_rail_power("VDD_GPU_SOC", Watts(12.0)));
+  ASSERT_TRUE(sim.machine->set_rail_power("VDD_CPU_CV", Watts(4.0)));
+  std::map<std::string, double> e0;
+  for (const auto& l : sim.machine->rail_labels()) e0[l] = sim.machine->true_rail_energy(l)->value();
+  const auto c0 = std::chrono::steady_clock::now();
+  auto r = run_shell(erg() + " --simulate jetson=orin run --json -- sleep 1.5");
+  const double bracket_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["socs"].size(), 1u) << r.out;
+  const json& soc = j["socs"][0];
+  ASSERT_EQ(soc["rails"].size(), sim.machine->rail_labels().size()) << r.out;
+  double sum = 0.0;
+  for (const auto& rail : soc["rails"]) {
+    const std::string name = rail["name"];
+    const double truth_w = (sim.machine->true_rail_energy(name)->value() - e0.at(name)) / bracket_s;
+    const double w = rail["avg_power_w"].get<double>();
+    std::printf("  %-16s avg %7.3f W  true %7.3f W  error %+.3f %%\n", name.c_str(), w, truth_w,
+                100.0 * (w / truth_w - 1.0));
+    EXPECT_NEAR(w / truth_w, 1.0, 0.03) << name;
+    sum += rail["energy_j"].get<double>();
+  }
+  EXPECT_EQ(soc["rails"][0]["kind"], "gpu");
+  EXPECT_NEAR(soc["gpu_energy_j"].get<double>(), soc["rails"][0]["energy_j"].get<double>(), 1e-6);
+  EXPECT_NEAR(soc["energy_j"].get<double>(), sum, 1e-3) << "Orin has no input rail: the sum of the rails";
+  EXPECT_NEAR(j["total_energy_j"].get<double>(), sum, 1e-3);
+  EXPECT_NE(r.err.find("VDD_GPU_SOC"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("module total"), std::string::npos) << r.err;
 }
 
 TEST(ErgRun, MeasuresASimulatedLoadAgainstTheSensorsEnergy) {
