@@ -1035,6 +1035,31 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("cpu_energy_total", [](const Measurement& x) { return x.cpu_energy().value(); })
       .def_property_readonly("dram_energy_total", [](const Measurement& x) { return x.dram_energy().value(); })
       .def_property_readonly("total_energy", [](const Measurement& x) { return x.total_energy().value(); })
+      .def_property_readonly(
+          "soc_energy",
+          [](const Measurement& x) {
+            py::list out;
+            for (const auto& soc : x.socs) {
+              py::dict d;
+              d["index"] = soc.index;
+              py::dict rails;
+              py::dict kinds;
+              for (const auto& r : soc.rails) {
+                rails[py::str(r.name)] = r.energy.value();
+                kinds[py::str(r.name)] = std::string(erg::to_string(r.kind));
+              }
+              d["rails"] = rails;
+              d["kinds"] = kinds;
+              d["cpu"] = soc.cpu ? py::object(py::float_(soc.cpu->value())) : py::object(py::none());
+              d["gpu"] = soc.gpu ? py::object(py::float_(soc.gpu->value())) : py::object(py::none());
+              d["total"] = soc.error ? py::object(py::none()) : py::object(py::float_(soc.total.value()));
+              d["error"] = soc.error ? py::object(py::str(soc.error->message)) : py::object(py::none());
+              out.append(std::move(d));
+            }
+            return out;
+          },
+          "Per SoC module (Jetson): dicts of index, rails {label: J}, kinds {label: kind}, cpu, gpu and "
+          "total J (None when unknown), error.")
       .def_property_readonly("affected", &Measurement::affected)
       .def_property_readonly("missing_devices", &Measurement::missing_devices,
                              "Devices the totals leave out because their energy is unknown ('gpu1', ...).")
@@ -1115,6 +1140,7 @@ PYBIND11_MODULE(_core, m) {
              o.settle = settle;
              o.follow_counters = follow_counters;
              o.log_file = std::move(log_file);
+             o.socs = inv.inv.socs;  // SoC modules (Jetson rails) are measured whenever there are any
              if (sync) {
                // Called from begin/end_window with the GIL released: take it for the callable.
                // The holder drops its reference under the GIL too, wherever it is destroyed.
@@ -1407,6 +1433,17 @@ PYBIND11_MODULE(_core, m) {
           "work rises with its temperature. celsius_per_s=0 ends the drift. Faithful model only.")
       .def("drift_celsius", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).drift_celsius; })
       .def("true_energy", [](Machine& mach, unsigned gpu) { return unwrap(mach.true_energy(gpu)).value(); })
+      .def("rail_labels", &Machine::rail_labels, "The simulated Jetson's rail labels (empty without one).")
+      .def(
+          "set_rail_power",
+          [](Machine& mach, const std::string& label, double watts) {
+            unwrap(mach.set_rail_power(label, erg::Watts(watts)));
+          },
+          py::arg("label"), py::arg("watts"), "Mean power of a Jetson rail from now, W.")
+      .def(
+          "true_rail_energy",
+          [](Machine& mach, const std::string& label) { return unwrap(mach.true_rail_energy(label)).value(); },
+          py::arg("label"), "True energy of a Jetson rail since the simulation started, J.")
       .def(
           "sensor_energy_at",
           [](Machine& mach, unsigned gpu, double t) { return unwrap(mach.sensor_energy_at(gpu, nanos(t))).value(); },
