@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <thread>
+
 namespace erg::batch_size::server {
 
 struct HttpServer::Impl {
@@ -66,6 +69,9 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl, int port) : impl_(std::move(i
 HttpServer::~HttpServer() { stop(); }
 
 bool HttpServer::run() { return impl_->server.listen_after_bind(); }
+void HttpServer::wait_until_ready() const {
+  while (!impl_->server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
 void HttpServer::stop() { impl_->server.stop(); }
 
 }  // namespace erg::batch_size::server

@@ -28,6 +28,8 @@ class HttpServer {
   [[nodiscard]] int port() const { return port_; }
   /// Serves until stop(); returns false if serving failed.
   bool run();
+  /// Blocks until run() accepts connections.
+  void wait_until_ready() const;
   /// Makes run() return; thread-safe, callable from a signal-watching thread.
   void stop();
 
