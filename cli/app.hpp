@@ -51,6 +51,8 @@ struct CliError {
   std::string message;
 };
 
+/// Registers `erg bso` (the batch-size optimizer server).
+void add_bso_command(CLI::App& app, Context& ctx);
 /// Registers `erg devices`.
 void add_devices_command(CLI::App& app, Context& ctx);
 /// Registers `erg run`.

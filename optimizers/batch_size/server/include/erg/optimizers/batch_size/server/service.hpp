@@ -1,0 +1,53 @@
+#pragma once
+/// The batch-size optimizer service of Zeus's REST API (reference/zeus.md §5), free of HTTP: each
+/// method takes a request's body or query value and answers a status and a JSON body. Every call
+/// is one database transaction on the job it names, so calls may come from any number of threads
+/// (and servers sharing the database) at once.
+///
+/// Errors are `{"message": "..."}` with 400 (bad operation, unknown job on GET /jobs/batch_size
+/// and POST /report), 404 (unknown job or trial on PATCH /trials and DELETE /jobs), 409 (a job id
+/// registered with a different spec), 500 (database). Request bodies that are not JSON, have
+/// missing, mistyped or unknown fields, or values outside their ranges answer 422 with FastAPI's
+/// shape, `{"detail": [{"loc": [...], "msg": "...", "type": "..."}], "message": "..."}`.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "erg/optimizers/batch_size/server/store.hpp"
+
+namespace erg::batch_size::server {
+
+struct Reply {
+  int status = 200;
+  std::string body;  ///< JSON text.
+};
+
+class Service {
+ public:
+  /// `store` must outlive the service.
+  explicit Service(Store& store) : store_(store) {}
+
+  /// POST /jobs with a JobSpecFromClient: 201 created, 200 the same job exists, 409 a job with
+  /// this id and another spec exists, 422 invalid. The body answers the job with its id (a
+  /// missing id becomes "<job_id_prefix>-<8 hex digits>").
+  Reply register_job(std::string_view body);
+  /// GET /jobs/batch_size?job_id=: the next trial, TrialId {job_id, batch_size, trial_number}.
+  Reply get_batch_size(const std::optional<std::string>& job_id);
+  /// POST /report with a TrainingResult: ReportResponse {stop_train, converged, message}.
+  Reply report(std::string_view body);
+  /// PATCH /trials with a TrialId: a still-dispatched trial becomes Failed.
+  Reply end_trial(std::string_view body);
+  /// DELETE /jobs?job_id=: 200, or 404 for an unknown job.
+  Reply delete_job(const std::optional<std::string>& job_id);
+
+ private:
+  Store& store_;
+};
+
+/// `{"message": message}` with `status`.
+Reply error_reply(int status, std::string_view message);
+/// A 422 naming the field at `loc` (e.g. "body", "batch_sizes") as FastAPI does.
+Reply validation_reply(std::string_view field, std::string_view message, std::string_view location = "body");
+
+}  // namespace erg::batch_size::server

@@ -1,0 +1,335 @@
+// The server over loopback HTTP: Zeus's request bodies and answers, bad input, 32 concurrent
+// clients on two servers sharing one database, and a SIGKILL in the middle of reports.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "erg/optimizers/batch_size/server/http_server.hpp"
+#include "helpers.hpp"
+
+namespace erg::batch_size::server {
+namespace {
+
+using json = nlohmann::json;
+using testing::job_body;
+using testing::report_body;
+using testing::TempDir;
+
+/// A store, service and server on a free loopback port, serving on a thread.
+class Running {
+ public:
+  explicit Running(const std::string& url) {
+    auto s = open_store(url);
+    EXPECT_TRUE(s) << s.error().message;
+    store_ = std::move(*s);
+    service_ = std::make_unique<Service>(*store_);
+    auto h = HttpServer::bind(*service_, HttpOptions{});
+    EXPECT_TRUE(h) << h.error().message;
+    http_ = std::move(*h);
+    thread_ = std::thread([this] { http_->run(); });
+    http_->wait_until_ready();
+  }
+  ~Running() {
+    http_->stop();
+    thread_.join();
+  }
+  [[nodiscard]] int port() const { return http_->port(); }
+
+ private:
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<HttpServer> http_;
+  std::thread thread_;
+};
+
+httplib::Client client(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(30);
+  c.set_write_timeout(30);
+  return c;
+}
+
+/// Rows of one column of a query, as text.
+std::vector<std::string> column(const std::filesystem::path& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  std::vector<std::string> out;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    const auto* t = sqlite3_column_text(s, 0);
+    out.emplace_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return out;
+}
+
+TEST(BsoHttp, ZeusClientBodiesStatusesAndErrorShape) {
+  TempDir dir;
+  Running server("sqlite://" + (dir.path() / "bso.db").string());
+  auto c = client(server.port());
+  auto body = job_body("");
+  body["job_id"] = nullptr;  // Zeus's client lets the server name the job
+  auto r = c.Post("/jobs", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 201) << r->body;
+  const std::string id = json::parse(r->body)["job_id"];
+  EXPECT_EQ(json::parse(r->body)["batch_sizes"], body["batch_sizes"]);
+  r = c.Get(("/jobs/batch_size?job_id=" + id).c_str());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const auto trial = json::parse(r->body);
+  EXPECT_EQ(trial, (json{{"job_id", id}, {"batch_size", 128}, {"trial_number", 1}}));
+  r = c.Post("/report", report_body(id, 128, 1, 10, true).dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body), (json{{"stop_train", true}, {"converged", true}, {"message", "Train succeeded"}}));
+  // Re-reporting the finished trial: stop with the stored outcome.
+  r = c.Post("/report", report_body(id, 128, 1, 99, false).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["converged"], true);
+  // The client's end-of-trial PATCH.
+  r = c.Patch("/trials", trial.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // Errors are {"message": ...}.
+  r = c.Get("/jobs/batch_size?job_id=nope");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(json::parse(r->body).contains("message"));
+  r = c.Patch("/trials", json{{"job_id", "nope"}, {"batch_size", 1}, {"trial_number", 1}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(json::parse(r->body).contains("message"));
+  r = c.Delete(("/jobs?job_id=" + id).c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = c.Delete(("/jobs?job_id=" + id).c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(json::parse(r->body).contains("message"));
+}
+
+TEST(BsoHttp, BadInputGetsItsStatusAndNeverTouchesTheJob) {
+  TempDir dir;
+  Running server("sqlite://" + (dir.path() / "bso.db").string());
+  auto c = client(server.port());
+  ASSERT_EQ(c.Post("/jobs", job_body("test-x").dump(), "application/json")->status, 201);
+  ASSERT_EQ(c.Get("/jobs/batch_size?job_id=test-x")->status, 200);
+  const auto before = column(dir.path() / "bso.db", "SELECT optimizer_state FROM Job");
+  const std::vector<std::pair<std::string, int>> bodies = {
+      {"{", 422},
+      {"not json", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":1,"time":1,"energy":1,"metric":0.5})", 422},
+      {R"({"job_id":"test-x","batch_size":"128","trial_number":1,"time":1,"energy":1,"metric":0.5,"current_epoch":1})",
+       422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":1,"time":1,"energy":1,"metric":0.5,"current_epoch":1,"x":0})",
+       422},
+      {R"({"job_id":"nope","batch_size":128,"trial_number":1,"time":1,"energy":1,"metric":0.5,"current_epoch":1})",
+       400},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":7,"time":1,"energy":1,"metric":0.5,"current_epoch":1})",
+       404},
+      {std::string(1 << 20, ' '), 413},
+  };
+  for (const auto& [text, status] : bodies) {
+    auto r = c.Post("/report", text, "application/json");
+    ASSERT_TRUE(r) << text.substr(0, 80);
+    EXPECT_EQ(r->status, status) << text.substr(0, 80) << " -> " << r->body;
+  }
+  auto r = c.Get("/no/such/route");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["detail"], "Not Found");
+  r = c.Get("/jobs/batch_size");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(column(dir.path() / "bso.db", "SELECT optimizer_state FROM Job"), before);
+}
+
+/// Clients run get_batch_size + report on one job through `ports` (round robin) until `reports`
+/// reports were acknowledged; returns the trial numbers handed out.
+std::vector<int> hammer(const std::vector<int>& ports, const std::string& job, int clients, int reports) {
+  std::atomic<int> acknowledged{0};
+  std::mutex mutex;
+  std::vector<int> numbers;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = client(ports[static_cast<std::size_t>(i) % ports.size()]);
+      while (acknowledged.load() < reports) {
+        auto g = c.Get(("/jobs/batch_size?job_id=" + job).c_str());
+        if (!g || g->status != 200) {
+          ADD_FAILURE() << (g ? g->body : "no answer");
+          return;
+        }
+        const auto t = json::parse(g->body);
+        {
+          std::lock_guard lock(mutex);
+          numbers.push_back(t["trial_number"]);
+        }
+        const double cost = 10.0 + (t["batch_size"].get<int>() % 7);
+        auto r = c.Post("/report", report_body(job, t["batch_size"], t["trial_number"], cost, true).dump(),
+                        "application/json");
+        if (!r || r->status != 200) {
+          ADD_FAILURE() << (r ? r->body : "no answer");
+          return;
+        }
+        ++acknowledged;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return numbers;
+}
+
+void expect_consistent(const std::filesystem::path& db, const std::string& job, const std::vector<int>& handed_out) {
+  // No duplicate trial number, none lost: the table holds exactly the numbers handed out.
+  std::set<int> unique(handed_out.begin(), handed_out.end());
+  EXPECT_EQ(unique.size(), handed_out.size()) << "a trial number was handed out twice";
+  const auto rows = column(db, "SELECT trial_number FROM Trial WHERE job_id = '" + job + "' ORDER BY trial_number");
+  ASSERT_EQ(rows.size(), handed_out.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i], std::to_string(i + 1));
+  // Every report landed: each handed-out trial finished (no lost update).
+  EXPECT_EQ(column(db, "SELECT COUNT(*) FROM Trial WHERE status = 'Succeeded' AND job_id = '" + job + "'"),
+            std::vector<std::string>{std::to_string(handed_out.size())});
+  // The optimizer's state agrees with the mirror.
+  const auto state = json::parse(column(db, "SELECT optimizer_state FROM Job WHERE job_id = '" + job + "'").at(0));
+  EXPECT_EQ(state["trials"].size(), handed_out.size());
+}
+
+TEST(BsoHttp, ThirtyTwoClientsOnTwoServersSharingOneSqliteFile) {
+  TempDir dir;
+  const auto db = dir.path() / "bso.db";
+  Running a("sqlite://" + db.string());
+  Running b("sqlite://" + db.string());  // its own connection: serialization is SQLite's lock
+  auto c = client(a.port());
+  ASSERT_EQ(c.Post("/jobs", job_body("test-c").dump(), "application/json")->status, 201);
+  const auto numbers = hammer({a.port(), b.port()}, "test-c", 32, 200);
+  EXPECT_GE(numbers.size(), 200U);
+  expect_consistent(db, "test-c", numbers);
+}
+
+/// Forks a server on `url`; returns its pid and port.
+std::pair<pid_t, int> fork_server(const std::string& url) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    auto s = open_store(url);
+    if (!s) _exit(2);
+    Service service(**s);
+    auto h = HttpServer::bind(service, HttpOptions{});
+    if (!h) _exit(3);
+    const int port = (*h)->port();
+    if (write(fds[1], &port, sizeof port) != sizeof port) _exit(4);
+    close(fds[1]);
+    (*h)->run();
+    _exit(0);
+  }
+  close(fds[1]);
+  int port = 0;
+  EXPECT_EQ(read(fds[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  close(fds[0]);
+  return {pid, port};
+}
+
+TEST(BsoHttp, SigkillMidReportLosesNothingAndRestartContinuesTheSequence) {
+  TempDir dir;
+  const auto db = dir.path() / "bso.db";
+  const std::string url = "sqlite://" + db.string();
+  auto [pid, port] = fork_server(url);
+  ASSERT_GT(pid, 0);
+  {
+    auto c = client(port);
+    auto body = job_body("test-k");
+    body["num_pruning_rounds"] = 1;
+    ASSERT_EQ(c.Post("/jobs", body.dump(), "application/json")->status, 201);
+  }
+  // Eight clients report as fast as they can; the server dies under them.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::mutex mutex;
+  std::map<int, bool> acked;  // trial number -> its report was acknowledged
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, p = port] {
+      auto c = client(p);
+      c.set_read_timeout(5);
+      while (!stop) {
+        auto g = c.Get("/jobs/batch_size?job_id=test-k");
+        if (!g || g->status != 200) return;
+        const auto t = json::parse(g->body);
+        {
+          std::lock_guard lock(mutex);
+          acked[t["trial_number"]] = false;
+        }
+        auto r = c.Post("/report", report_body("test-k", t["batch_size"], t["trial_number"], 10, true).dump(),
+                        "application/json");
+        if (!r || r->status != 200) return;
+        std::lock_guard lock(mutex);
+        acked[t["trial_number"]] = true;
+        ++acknowledged;
+      }
+    });
+  }
+  while (acknowledged < 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(WIFSIGNALED(status));
+
+  // Every acknowledged answer is in the database; the mirror agrees with the optimizer's state.
+  const auto state = json::parse(column(db, "SELECT optimizer_state FROM Job").at(0));
+  std::map<int, std::string> status_of;
+  for (const auto& t : state["trials"]) status_of[t["trial_number"]] = t["status"];
+  for (const auto& [number, reported] : acked) {
+    ASSERT_TRUE(status_of.contains(number)) << "trial " << number << " was handed out but is lost";
+    if (reported) {
+      EXPECT_EQ(status_of[number], "succeeded") << number;
+    }
+  }
+  const auto rows = column(db, "SELECT trial_number || ':' || status FROM Trial ORDER BY trial_number");
+  ASSERT_EQ(rows.size(), status_of.size());
+  for (const auto& row : rows) {
+    const int n = std::stoi(row.substr(0, row.find(':')));
+    std::string table_status = row.substr(row.find(':') + 1);  // Zeus's enum: "Succeeded"
+    table_status[0] = static_cast<char>(std::tolower(table_status[0]));
+    EXPECT_EQ(table_status, status_of[n]) << n;
+  }
+  // The restarted server continues from the persisted state: its next batch size is what the
+  // optimizer restored from the database predicts.
+  auto expected = Optimizer::restore(state.dump());
+  ASSERT_TRUE(expected) << expected.error().message;
+  auto next = expected->predict();
+  ASSERT_TRUE(next);
+  auto [pid2, port2] = fork_server(url);
+  auto c = client(port2);
+  auto g = c.Get("/jobs/batch_size?job_id=test-k");
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->status, 200) << g->body;
+  const auto t = json::parse(g->body);
+  EXPECT_EQ(t["trial_number"], next->trial_number);
+  EXPECT_EQ(t["batch_size"], next->batch_size);
+  kill(pid2, SIGKILL);
+  waitpid(pid2, &status, 0);
+}
+
+}  // namespace
+}  // namespace erg::batch_size::server
