@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -16,6 +17,9 @@
 
 #include "erg/optimizers/batch_size/server/http_server.hpp"
 #include "helpers.hpp"
+#ifdef ERG_BSO_POSTGRES
+#include "postgres.hpp"
+#endif
 
 namespace erg::batch_size::server {
 namespace {
@@ -196,18 +200,21 @@ std::vector<int> hammer(const std::vector<int>& ports, const std::string& job, i
   return numbers;
 }
 
-void expect_consistent(const std::filesystem::path& db, const std::string& job, const std::vector<int>& handed_out) {
+/// One column of a query on the shared database, as text.
+using Query = std::function<std::vector<std::string>(const std::string&)>;
+
+void expect_consistent(const Query& column, const std::string& job, const std::vector<int>& handed_out) {
   // No duplicate trial number, none lost: the table holds exactly the numbers handed out.
   std::set<int> unique(handed_out.begin(), handed_out.end());
   EXPECT_EQ(unique.size(), handed_out.size()) << "a trial number was handed out twice";
-  const auto rows = column(db, "SELECT trial_number FROM Trial WHERE job_id = '" + job + "' ORDER BY trial_number");
+  const auto rows = column("SELECT trial_number FROM Trial WHERE job_id = '" + job + "' ORDER BY trial_number");
   ASSERT_EQ(rows.size(), handed_out.size());
   for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i], std::to_string(i + 1));
   // Every report landed: each handed-out trial finished (no lost update).
-  EXPECT_EQ(column(db, "SELECT COUNT(*) FROM Trial WHERE status = 'Succeeded' AND job_id = '" + job + "'"),
+  EXPECT_EQ(column("SELECT COUNT(*) FROM Trial WHERE status = 'Succeeded' AND job_id = '" + job + "'"),
             std::vector<std::string>{std::to_string(handed_out.size())});
   // The optimizer's state agrees with the mirror.
-  const auto state = json::parse(column(db, "SELECT optimizer_state FROM Job WHERE job_id = '" + job + "'").at(0));
+  const auto state = json::parse(column("SELECT optimizer_state FROM Job WHERE job_id = '" + job + "'").at(0));
   EXPECT_EQ(state["trials"].size(), handed_out.size());
 }
 
@@ -220,7 +227,7 @@ TEST(BsoHttp, ThirtyTwoClientsOnTwoServersSharingOneSqliteFile) {
   ASSERT_EQ(c.Post("/jobs", job_body("test-c").dump(), "application/json")->status, 201);
   const auto numbers = hammer({a.port(), b.port()}, "test-c", 32, 200);
   EXPECT_GE(numbers.size(), 200U);
-  expect_consistent(db, "test-c", numbers);
+  expect_consistent([&](const std::string& sql) { return column(db, sql); }, "test-c", numbers);
 }
 
 /// Forks a server on `url`; returns its pid and port.
@@ -330,6 +337,33 @@ TEST(BsoHttp, SigkillMidReportLosesNothingAndRestartContinuesTheSequence) {
   kill(pid2, SIGKILL);
   waitpid(pid2, &status, 0);
 }
+
+#ifdef ERG_BSO_POSTGRES
+TEST(BsoHttp, ThirtyTwoClientsOnTwoServerProcessesSharingOnePostgresDatabase) {
+  auto& pg = testing::Postgres::shared();
+  ASSERT_EQ(pg.error(), "");
+  const std::string url = pg.fresh_database();
+  // Two processes, each with its own connections: serialization is PostgreSQL's row lock.
+  auto [pid_a, port_a] = fork_server(url);
+  auto [pid_b, port_b] = fork_server(url);
+  ASSERT_GT(port_a, 0);
+  ASSERT_GT(port_b, 0);
+  {
+    auto c = client(port_a);
+    auto r = c.Post("/jobs", job_body("test-pg").dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 201) << r->body;
+  }
+  const auto numbers = hammer({port_a, port_b}, "test-pg", 32, 200);
+  EXPECT_GE(numbers.size(), 200U);
+  expect_consistent([&](const std::string& sql) { return testing::Postgres::column(url, sql); }, "test-pg", numbers);
+  for (pid_t pid : {pid_a, pid_b}) {
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace erg::batch_size::server
