@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, TypeVar, Union
 
 from . import _core, _env
 from ._sync import SyncWith, make_sync
@@ -107,7 +107,34 @@ def _intensity_provider(provider: Union[str, Any]) -> Any:
     raise TypeError("provider must be a zone name or an erg.carbon provider (offline(), electricity_maps(), ...)")
 
 
-class CarbonMonitor:
+_M = TypeVar("_M")
+
+
+class _Windows(Generic[_M]):
+    """The window methods CarbonMonitor and CostMonitor share over their native monitor
+    (``self._native``); ``end_window`` returns ``self._measurement(**native result)``."""
+
+    _native: Any
+    _measurement: Callable[..., _M]
+
+    def begin_window(self, name: str, sync_execution: bool = True) -> None:
+        self._native.begin_window(name, sync_execution)
+
+    def end_window(self, name: str, sync_execution: bool = True) -> _M:
+        d = self._native.end_window(name, sync_execution)
+        for w in d["warnings"]:
+            logger.warning("window '%s': %s", name, w)
+        return self._measurement(**d)
+
+    def cancel_window(self, name: str) -> None:
+        self._native.cancel_window(name)
+
+    @property
+    def open_windows(self) -> List[str]:
+        return self._native.open_windows
+
+
+class CarbonMonitor(_Windows[CarbonMeasurement]):
     """Windows like erg.EnergyMonitor's that also report gCO2eq.
 
     Args:
@@ -116,6 +143,8 @@ class CarbonMonitor:
         fallback_zone: the zone whose offline average stands in when the provider fails (default:
             the provider's zone, when it knows one).
     """
+
+    _measurement = CarbonMeasurement
 
     def __init__(
         self,
@@ -136,22 +165,6 @@ class CarbonMonitor:
             use_fallback,
         )
 
-    def begin_window(self, name: str, sync_execution: bool = True) -> None:
-        self._native.begin_window(name, sync_execution)
-
-    def end_window(self, name: str, sync_execution: bool = True) -> CarbonMeasurement:
-        d = self._native.end_window(name, sync_execution)
-        for w in d["warnings"]:
-            logger.warning("window '%s': %s", name, w)
-        return CarbonMeasurement(**d)
-
-    def cancel_window(self, name: str) -> None:
-        self._native.cancel_window(name)
-
-    @property
-    def open_windows(self) -> List[str]:
-        return self._native.open_windows
-
     @property
     def gpu_indices(self) -> List[int]:
         return self._native.gpu_indices
@@ -161,13 +174,15 @@ class CarbonMonitor:
         return self._native.cpu_indices
 
 
-class CostMonitor:
+class CostMonitor(_Windows[CostMeasurement]):
     """Windows that also report their electricity cost.
 
     Args:
         provider: a price per kWh (float, in ``currency``) or a price provider.
         kwh_before: energy already used in the billing period (tiered rates count from it).
     """
+
+    _measurement = CostMeasurement
 
     def __init__(
         self,
@@ -188,19 +203,3 @@ class CostMonitor:
             make_sync(sync_execution_with),
             kwh_before,
         )
-
-    def begin_window(self, name: str, sync_execution: bool = True) -> None:
-        self._native.begin_window(name, sync_execution)
-
-    def end_window(self, name: str, sync_execution: bool = True) -> CostMeasurement:
-        d = self._native.end_window(name, sync_execution)
-        for w in d["warnings"]:
-            logger.warning("window '%s': %s", name, w)
-        return CostMeasurement(**d)
-
-    def cancel_window(self, name: str) -> None:
-        self._native.cancel_window(name)
-
-    @property
-    def open_windows(self) -> List[str]:
-        return self._native.open_windows
