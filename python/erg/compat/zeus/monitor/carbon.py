@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Literal, Optional, Tuple
 
-from erg import _core, _env
+from erg import _core
 from erg._errors import ErgError, NotFoundError, UnavailableError
 
 from ..exception import ZeusBaseError
-from ..utils.framework import sync_execution as sync_execution_fn
+from ._windows import _WindowMonitor
 
 __all__ = [
     "ZeusCarbonIntensityHTTPError",
@@ -162,12 +162,13 @@ class CarbonEmissionMeasurement:
     dram_carbon_emission: Optional[Dict[int, float]] = None
 
 
-def _split(d: Dict[str, float], prefix: str) -> Dict[int, float]:
-    return {int(k[len(prefix) :]): v for k, v in d.items() if k.startswith(prefix) and k[len(prefix) :].isdigit()}
-
-
-class CarbonEmissionMonitor:
+class CarbonEmissionMonitor(_WindowMonitor):
     """Windows that report energy and carbon emissions (Zeus's API)."""
+
+    _logger = logger
+    _measurement = CarbonEmissionMeasurement
+    _by_device = "carbon_g_by_device"
+    _field = "carbon_emission"
 
     def __init__(
         self,
@@ -177,36 +178,10 @@ class CarbonEmissionMonitor:
         sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
     ) -> None:
         self.carbon_intensity_provider = carbon_intensity_provider
-        sync_with = sync_execution_with
-        self._monitor = _core.carbon.CarbonMonitor(
-            _env.inventory(),
-            carbon_intensity_provider._native(),
-            list(gpu_indices) if gpu_indices is not None else None,
-            list(cpu_indices) if cpu_indices is not None else None,
-            lambda gpus: sync_execution_fn(list(gpus), sync_with=sync_with),
-        )
-        self.gpu_indices = self._monitor.gpu_indices
-        self.cpu_indices = self._monitor.cpu_indices
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        self._monitor.begin_window(key, sync_execution)
+        self._open(_core.carbon.CarbonMonitor, carbon_intensity_provider, gpu_indices, cpu_indices, sync_execution_with)
 
     def end_window(self, key: str, sync_execution: bool = True) -> CarbonEmissionMeasurement:
-        d = self._monitor.end_window(key, sync_execution)
-        for w in d["warnings"]:
-            logger.warning("Measurement window '%s': %s", key, w)
-        m = d["measurement"]
-        by_device = d["carbon_g_by_device"]
-        cpus = bool(self.cpu_indices)
-        out = CarbonEmissionMeasurement(
-            time=m.time,
-            gpu_energy=dict(m.gpu_energy),
-            gpu_carbon_emission=_split(by_device, "gpu"),
-            cpu_energy=(dict(m.cpu_energy) or None) if cpus else None,
-            cpu_carbon_emission=(_split(by_device, "cpu") or None) if cpus else None,
-            dram_energy=(dict(m.dram_energy) or None) if cpus else None,
-            dram_carbon_emission=(_split(by_device, "dram") or None) if cpus else None,
-        )
+        d, out = self._end(key, sync_execution)
         if d["carbon_g"] is None:
             err = ZeusCarbonIntensityNotFoundError("; ".join(d["warnings"]) or "no carbon intensity")
             err.measurement = out  # the energy is kept

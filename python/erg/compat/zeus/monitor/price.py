@@ -17,11 +17,11 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Tuple
 
-from erg import _core, _env
+from erg import _core
 from erg._errors import NotFoundError, UnavailableError
 
 from ..exception import ZeusBaseError
-from ..utils.framework import sync_execution as sync_execution_fn
+from ._windows import _WindowMonitor
 
 __all__ = [
     "ZeusElectricityPriceHTTPError",
@@ -83,12 +83,13 @@ class EnergyCostMeasurement:
     dram_energy_cost: Optional[Dict[int, float]] = None
 
 
-def _split(d: Dict[str, float], prefix: str) -> Dict[int, float]:
-    return {int(k[len(prefix) :]): v for k, v in d.items() if k.startswith(prefix) and k[len(prefix) :].isdigit()}
-
-
-class EnergyCostMonitor:
+class EnergyCostMonitor(_WindowMonitor):
     """Windows that report energy and its cost (Zeus's API)."""
+
+    _logger = logger
+    _measurement = EnergyCostMeasurement
+    _by_device = "cost_by_device"
+    _field = "energy_cost"
 
     def __init__(
         self,
@@ -98,36 +99,10 @@ class EnergyCostMonitor:
         sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
     ) -> None:
         self.electricity_price_provider = electricity_price_provider
-        sync_with = sync_execution_with
-        self._monitor = _core.carbon.CostMonitor(
-            _env.inventory(),
-            electricity_price_provider._native(),
-            list(gpu_indices) if gpu_indices is not None else None,
-            list(cpu_indices) if cpu_indices is not None else None,
-            lambda gpus: sync_execution_fn(list(gpus), sync_with=sync_with),
-        )
-        self.gpu_indices = self._monitor.gpu_indices
-        self.cpu_indices = self._monitor.cpu_indices
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        self._monitor.begin_window(key, sync_execution)
+        self._open(_core.carbon.CostMonitor, electricity_price_provider, gpu_indices, cpu_indices, sync_execution_with)
 
     def end_window(self, key: str, sync_execution: bool = True) -> EnergyCostMeasurement:
-        d = self._monitor.end_window(key, sync_execution)
-        for w in d["warnings"]:
-            logger.warning("Measurement window '%s': %s", key, w)
-        m = d["measurement"]
-        by_device = d["cost_by_device"]
-        cpus = bool(self.cpu_indices)
-        out = EnergyCostMeasurement(
-            time=m.time,
-            gpu_energy=dict(m.gpu_energy),
-            gpu_energy_cost=_split(by_device, "gpu"),
-            cpu_energy=(dict(m.cpu_energy) or None) if cpus else None,
-            cpu_energy_cost=(_split(by_device, "cpu") or None) if cpus else None,
-            dram_energy=(dict(m.dram_energy) or None) if cpus else None,
-            dram_energy_cost=(_split(by_device, "dram") or None) if cpus else None,
-        )
+        d, out = self._end(key, sync_execution)
         if d["cost"] is None:
             text = "; ".join(d["warnings"]) or "no price"
             cls = ZeusElectricityPriceNotFoundError if "NotFound" in text or "no rate" in text else ZeusElectricityPriceHTTPError
