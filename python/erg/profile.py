@@ -155,6 +155,19 @@ def _range(values: Optional[Sequence[float]]) -> Optional[List[float]]:
     return [float(v) for v in values] if values else None  # empty or None: 1, 2, ..., 10 s
 
 
+def _sweep(
+    name: str, target_function: Callable[[], Any], meter: Any, inventory: Any, search_range: Optional[Sequence[float]],
+    fixed: float, num_trials: int, num_warmup_trials: int, trial_stddev_threshold: float, num_warmup_iterations: int,
+    num_calibration_iterations: int, iteration_duration: Optional[float], reduce: Any, log: Any,
+) -> SweepReport:
+    """One native sweep of ``name`` (the other duration fixed at ``fixed``), as a SweepReport."""
+    return _report(_core.profile.sweep(
+        name, target_function, meter, inventory, _range(search_range), float(fixed), num_trials, num_warmup_trials,
+        float(trial_stddev_threshold), num_warmup_iterations, num_calibration_iterations,
+        None if iteration_duration is None else float(iteration_duration), reduce, log,
+    ))
+
+
 def measure(
     target_function: Callable[[], Any],
     monitor: Any,
@@ -190,12 +203,11 @@ def profile_measurement_duration(
 ) -> SweepReport:
     """Sweeps the measurement window (default 1, 2, ..., 10 s) with the cooldown fixed."""
     meter, inventory, reduce, log = _seams(monitor, all_reduce)
-    return _report(_core.profile.sweep(
-        "measurement_duration", target_function, meter, inventory, _range(measurement_duration_search_range),
-        float(cooldown_duration), num_trials, num_warmup_trials, float(trial_stddev_threshold),
-        num_warmup_iterations, num_calibration_iterations,
-        None if iteration_duration is None else float(iteration_duration), reduce, log,
-    ))
+    return _sweep(
+        "measurement_duration", target_function, meter, inventory, measurement_duration_search_range, cooldown_duration, num_trials,
+        num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
+        iteration_duration, reduce, log,
+    )
 
 
 def profile_cooldown_duration(
@@ -213,12 +225,11 @@ def profile_cooldown_duration(
 ) -> SweepReport:
     """Sweeps the cooldown (default 1, 2, ..., 10 s) with the measurement window fixed."""
     meter, inventory, reduce, log = _seams(monitor, all_reduce)
-    return _report(_core.profile.sweep(
-        "cooldown_duration", target_function, meter, inventory, _range(cooldown_duration_search_range),
-        float(measurement_duration), num_trials, num_warmup_trials, float(trial_stddev_threshold),
-        num_warmup_iterations, num_calibration_iterations,
-        None if iteration_duration is None else float(iteration_duration), reduce, log,
-    ))
+    return _sweep(
+        "cooldown_duration", target_function, meter, inventory, cooldown_duration_search_range, measurement_duration, num_trials,
+        num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
+        iteration_duration, reduce, log,
+    )
 
 
 def profile_parameters(

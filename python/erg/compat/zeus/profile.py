@@ -17,7 +17,7 @@ import logging
 from typing import Any, Callable, List, Optional, Tuple
 
 from erg import _core
-from erg.profile import SweepReport, SweepResult, TrialResult, _report, _trial
+from erg.profile import SweepReport, SweepResult, TrialResult, _range, _report, _sweep, _trial
 
 from .utils import framework
 
@@ -78,10 +78,6 @@ def _seams(zeus_monitor: Any) -> Tuple[Any, Optional[Callable[[float, str], floa
     return _ZeusMeter(zeus_monitor), reduce, logger.info if framework.get_rank() == 0 else None
 
 
-def _range(values: Optional[List[float]]) -> Optional[List[float]]:
-    return [float(v) for v in values] if values else None  # Zeus: `values or [1.0, ..., 10.0]`
-
-
 def measure(
     target_function: Callable[[], Any],
     zeus_monitor: Any,
@@ -117,11 +113,11 @@ def profile_measurement_duration(
 ) -> SweepReport:
     """Sweeps measurement durations (default 1..10 s) with the cooldown fixed."""
     meter, reduce, log = _seams(zeus_monitor)
-    return _report(_core.profile.sweep(
-        "measurement_duration", target_function, meter, None, _range(measurement_duration_search_range),
-        float(cooldown_duration), num_trials, num_warmup_trials, float(trial_stddev_threshold), num_warmup_iterations,
-        num_calibration_iterations, None if iteration_duration is None else float(iteration_duration), reduce, log,
-    ))
+    return _sweep(
+        "measurement_duration", target_function, meter, None, measurement_duration_search_range, cooldown_duration,
+        num_trials, num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
+        iteration_duration, reduce, log,
+    )
 
 
 def profile_cooldown_duration(
@@ -138,12 +134,11 @@ def profile_cooldown_duration(
 ) -> SweepReport:
     """Sweeps cooldown durations (default 1..10 s) with the measurement duration fixed."""
     meter, reduce, log = _seams(zeus_monitor)
-    return _report(_core.profile.sweep(
-        "cooldown_duration", target_function, meter, None, _range(cooldown_duration_search_range),
-        float(measurement_duration), num_trials, num_warmup_trials, float(trial_stddev_threshold),
-        num_warmup_iterations, num_calibration_iterations,
-        None if iteration_duration is None else float(iteration_duration), reduce, log,
-    ))
+    return _sweep(
+        "cooldown_duration", target_function, meter, None, cooldown_duration_search_range, measurement_duration,
+        num_trials, num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
+        iteration_duration, reduce, log,
+    )
 
 
 def profile_parameters(
