@@ -148,10 +148,11 @@ TEST_P(ErgdFaults, RoutesAndMetricsFlagOrNameTheGpu) {
   const double anomalies = *series(m1, "erg_gpu_energy_anomalies_total", 0);
   if (fault == sim::Fault::kCounterBackwards || fault == sim::Fault::kCounterReset) {
     // Counted, and bridged by the follower: the counter's own figure unless an update fell with
-    // the step (a few % of instants), when that update is estimated (off by a share of one
-    // update, ~37 J at 370 W: 15 J allowed).
+    // the step (a few % of instants, more for a starved reader), when that update is estimated;
+    // the guarantee is then its bound, one update at the A100's peak (400 W x 1.1 x 100 ms =
+    // 44 J; docs/fault-matrix.md). A starved run on a loaded machine was off by 37.6 J.
     EXPECT_EQ(anomalies, 1.0) << m1;
-    EXPECT_NEAR(moved0, want0, 0.01 * want0 + 15.0) << m1;
+    EXPECT_NEAR(moved0, want0, 0.01 * want0 + 44.0) << m1;
   } else {
     EXPECT_EQ(anomalies, 0.0) << m1;
     EXPECT_NEAR(moved0, want0, 0.01 * want0) << m1;
