@@ -206,6 +206,45 @@ using GilFreeHolder = std::unique_ptr<T, ReleaseGilDelete<T>>;
 
 PYBIND11_DECLARE_HOLDER_TYPE(T, GilFreeHolder<T>)
 
+/// The window methods CarbonMonitor and CostMonitor share: begin/end/cancel_window (the GIL
+/// released while measuring), open_windows and the monitored indices; `to_dict` turns the
+/// monitor's measurement into the Python result.
+template <typename Monitor, typename Meas>
+void add_window_methods(py::class_<Monitor, GilFreeHolder<Monitor>>& cls, py::dict (*to_dict)(Meas)) {
+  cls.def(
+         "begin_window",
+         [](Monitor& mon, const std::string& name, bool sync) {
+           erg::Result<void> r;
+           {
+             py::gil_scoped_release release;
+             r = mon.begin_window(name, sync);
+           }
+           if (!r) raise_error(r.error());
+         },
+         py::arg("name"), py::arg("sync_execution") = true)
+      .def(
+          "end_window",
+          [to_dict](Monitor& mon, const std::string& name, bool sync) {
+            std::optional<erg::Result<Meas>> r;
+            {
+              py::gil_scoped_release release;
+              r = mon.end_window(name, sync);
+            }
+            return to_dict(unwrap(std::move(*r)));
+          },
+          py::arg("name"), py::arg("sync_execution") = true)
+      .def(
+          "cancel_window",
+          [](Monitor& mon, const std::string& name) {
+            auto r = mon.cancel_window(name);
+            if (!r) raise_error(r.error());
+          },
+          py::arg("name"))
+      .def_property_readonly("open_windows", [](Monitor& mon) { return mon.hourly().open_windows(); })
+      .def_property_readonly("gpu_indices", [](Monitor& mon) { return mon.hourly().energy_monitor().gpu_indices(); })
+      .def_property_readonly("cpu_indices", [](Monitor& mon) { return mon.hourly().energy_monitor().cpu_indices(); });
+}
+
 void bind_carbon(py::module_& m) {
   auto c = m.def_submodule("carbon", "Carbon intensity and electricity price providers and monitors (erg::carbon)");
 
@@ -302,103 +341,37 @@ void bind_carbon(py::module_& m) {
       py::arg("label"), py::arg("api_key") = "", py::arg("base_url") = py::none(), py::arg("version") = "latest",
       py::arg("time_zone") = "", py::arg("timeout_s") = 5.0);
 
-  py::class_<CarbonMonitor, GilFreeHolder<CarbonMonitor>>(c, "CarbonMonitor")
-      .def(py::init([](py::handle inventory, std::shared_ptr<IntensityProvider> provider,
-                       std::optional<std::vector<unsigned>> gpu_indices,
-                       std::optional<std::vector<unsigned>> cpu_indices, std::optional<py::function> sync,
-                       std::string fallback_zone, bool use_fallback) {
-             const erg::Inventory& inv = erg_python::inventory_of(inventory);
-             CarbonMonitorOptions o;
-             o.hourly = hourly_options(std::move(gpu_indices), std::move(cpu_indices), std::move(sync));
-             o.fallback_zone = std::move(fallback_zone);
-             o.use_fallback = use_fallback;
-             py::gil_scoped_release release;
-             return unwrap(CarbonMonitor::create(std::move(provider), inv.gpus, inv.cpus, std::move(o))).release();
-           }),
-           py::arg("inventory"), py::arg("provider"), py::arg("gpu_indices") = py::none(),
-           py::arg("cpu_indices") = py::none(), py::arg("sync") = py::none(), py::arg("fallback_zone") = "",
-           py::arg("use_fallback") = true)
-      .def(
-          "begin_window",
-          [](CarbonMonitor& mon, const std::string& name, bool sync) {
-            erg::Result<void> r;
-            {
-              py::gil_scoped_release release;
-              r = mon.begin_window(name, sync);
-            }
-            if (!r) raise_error(r.error());
-          },
-          py::arg("name"), py::arg("sync_execution") = true)
-      .def(
-          "end_window",
-          [](CarbonMonitor& mon, const std::string& name, bool sync) {
-            std::optional<erg::Result<CarbonMeasurement>> r;
-            {
-              py::gil_scoped_release release;
-              r = mon.end_window(name, sync);
-            }
-            return carbon_dict(unwrap(std::move(*r)));
-          },
-          py::arg("name"), py::arg("sync_execution") = true)
-      .def(
-          "cancel_window",
-          [](CarbonMonitor& mon, const std::string& name) {
-            auto r = mon.cancel_window(name);
-            if (!r) raise_error(r.error());
-          },
-          py::arg("name"))
-      .def_property_readonly("open_windows", [](CarbonMonitor& mon) { return mon.hourly().open_windows(); })
-      .def_property_readonly("gpu_indices",
-                             [](CarbonMonitor& mon) { return mon.hourly().energy_monitor().gpu_indices(); })
-      .def_property_readonly("cpu_indices",
-                             [](CarbonMonitor& mon) { return mon.hourly().energy_monitor().cpu_indices(); });
+  py::class_<CarbonMonitor, GilFreeHolder<CarbonMonitor>> carbon_monitor(c, "CarbonMonitor");
+  carbon_monitor.def(
+      py::init([](py::handle inventory, std::shared_ptr<IntensityProvider> provider,
+                  std::optional<std::vector<unsigned>> gpu_indices, std::optional<std::vector<unsigned>> cpu_indices,
+                  std::optional<py::function> sync, std::string fallback_zone, bool use_fallback) {
+        const erg::Inventory& inv = erg_python::inventory_of(inventory);
+        CarbonMonitorOptions o;
+        o.hourly = hourly_options(std::move(gpu_indices), std::move(cpu_indices), std::move(sync));
+        o.fallback_zone = std::move(fallback_zone);
+        o.use_fallback = use_fallback;
+        py::gil_scoped_release release;
+        return unwrap(CarbonMonitor::create(std::move(provider), inv.gpus, inv.cpus, std::move(o))).release();
+      }),
+      py::arg("inventory"), py::arg("provider"), py::arg("gpu_indices") = py::none(),
+      py::arg("cpu_indices") = py::none(), py::arg("sync") = py::none(), py::arg("fallback_zone") = "",
+      py::arg("use_fallback") = true);
+  add_window_methods(carbon_monitor, &carbon_dict);
 
-  py::class_<CostMonitor, GilFreeHolder<CostMonitor>>(c, "CostMonitor")
-      .def(py::init([](py::handle inventory, std::shared_ptr<PriceProvider> provider,
-                       std::optional<std::vector<unsigned>> gpu_indices,
-                       std::optional<std::vector<unsigned>> cpu_indices, std::optional<py::function> sync,
-                       double kwh_before) {
-             const erg::Inventory& inv = erg_python::inventory_of(inventory);
-             CostMonitorOptions o;
-             o.hourly = hourly_options(std::move(gpu_indices), std::move(cpu_indices), std::move(sync));
-             o.kwh_before = kwh_before;
-             py::gil_scoped_release release;
-             return unwrap(CostMonitor::create(std::move(provider), inv.gpus, inv.cpus, std::move(o))).release();
-           }),
-           py::arg("inventory"), py::arg("provider"), py::arg("gpu_indices") = py::none(),
-           py::arg("cpu_indices") = py::none(), py::arg("sync") = py::none(), py::arg("kwh_before") = 0.0)
-      .def(
-          "begin_window",
-          [](CostMonitor& mon, const std::string& name, bool sync) {
-            erg::Result<void> r;
-            {
-              py::gil_scoped_release release;
-              r = mon.begin_window(name, sync);
-            }
-            if (!r) raise_error(r.error());
-          },
-          py::arg("name"), py::arg("sync_execution") = true)
-      .def(
-          "end_window",
-          [](CostMonitor& mon, const std::string& name, bool sync) {
-            std::optional<erg::Result<CostMeasurement>> r;
-            {
-              py::gil_scoped_release release;
-              r = mon.end_window(name, sync);
-            }
-            return cost_dict(unwrap(std::move(*r)));
-          },
-          py::arg("name"), py::arg("sync_execution") = true)
-      .def(
-          "cancel_window",
-          [](CostMonitor& mon, const std::string& name) {
-            auto r = mon.cancel_window(name);
-            if (!r) raise_error(r.error());
-          },
-          py::arg("name"))
-      .def_property_readonly("open_windows", [](CostMonitor& mon) { return mon.hourly().open_windows(); })
-      .def_property_readonly("gpu_indices",
-                             [](CostMonitor& mon) { return mon.hourly().energy_monitor().gpu_indices(); })
-      .def_property_readonly("cpu_indices",
-                             [](CostMonitor& mon) { return mon.hourly().energy_monitor().cpu_indices(); });
+  py::class_<CostMonitor, GilFreeHolder<CostMonitor>> cost_monitor(c, "CostMonitor");
+  cost_monitor.def(
+      py::init([](py::handle inventory, std::shared_ptr<PriceProvider> provider,
+                  std::optional<std::vector<unsigned>> gpu_indices, std::optional<std::vector<unsigned>> cpu_indices,
+                  std::optional<py::function> sync, double kwh_before) {
+        const erg::Inventory& inv = erg_python::inventory_of(inventory);
+        CostMonitorOptions o;
+        o.hourly = hourly_options(std::move(gpu_indices), std::move(cpu_indices), std::move(sync));
+        o.kwh_before = kwh_before;
+        py::gil_scoped_release release;
+        return unwrap(CostMonitor::create(std::move(provider), inv.gpus, inv.cpus, std::move(o))).release();
+      }),
+      py::arg("inventory"), py::arg("provider"), py::arg("gpu_indices") = py::none(),
+      py::arg("cpu_indices") = py::none(), py::arg("sync") = py::none(), py::arg("kwh_before") = 0.0);
+  add_window_methods(cost_monitor, &cost_dict);
 }
