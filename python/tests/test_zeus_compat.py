@@ -120,13 +120,16 @@ def test_power_monitor(machine):
         time.sleep(0.4)
         t1 = time.time()
         p = pm.get_power()
-        assert set(p) == {2} and p[2] == pytest.approx(machine.power(2), rel=0.05)
+        # the sensor reports the load's mean power times its gain error, with update noise and
+        # ripple left (simulated); machine.power() would be one noisy 1 ms physics step
+        seen = machine.mean_power(2) * (1 + machine.sensor_info(2)["gain"])
+        assert set(p) == {2} and p[2] == pytest.approx(seen, rel=0.05)
         tl = pm.get_power_timeline(PowerDomain.DEVICE_INSTANT)
         assert set(tl) == {2} and all(isinstance(t, float) and isinstance(w, float) for t, w in tl[2])
         assert all(t0 - 5 < t < t1 + 5 for t, _ in tl[2])  # time.time() timestamps, as Zeus
         assert set(pm.get_all_power_timelines()) == {"device_instant"}  # duplicates removed
         e = pm.get_energy(t0, t1)
-        assert e[2] == pytest.approx(machine.power(2) * (t1 - t0), rel=0.1)
+        assert e[2] == pytest.approx(seen * (t1 - t0), rel=0.1)
         with pytest.raises(ValueError, match="Power domain memory_average is not being monitored"):
             pm.get_power(power_domain="memory_average")
         with pytest.raises(ValueError, match="^Power domain device_average is not being monitored"):
