@@ -53,6 +53,8 @@ struct CliError {
 
 /// Registers `erg bso` (the batch-size optimizer server).
 void add_bso_command(CLI::App& app, Context& ctx);
+/// Registers `erg bso simulate` under `erg bso` (bso_simulate.cpp).
+void add_bso_simulate_command(CLI::App& bso, Context& ctx);
 /// Registers `erg devices`.
 void add_devices_command(CLI::App& app, Context& ctx);
 /// Registers `erg run`.

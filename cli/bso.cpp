@@ -1,6 +1,7 @@
 // `erg bso serve`: the batch-size optimizer server (Zeus's REST API) over SQLite or PostgreSQL.
 //
 //   erg bso serve --db sqlite:///var/lib/erg/bso.db [--listen 127.0.0.1:8000] [--json]
+//   erg bso simulate ... (bso_simulate.cpp)
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,7 @@ void add_bso_command(CLI::App& app, Context& ctx) {
     serving.join();
     ctx.exit_code = kExitOk;
   });
+  add_bso_simulate_command(*bso, ctx);
 }
 
 }  // namespace erg::cli

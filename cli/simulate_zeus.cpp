@@ -5,6 +5,8 @@
 //                     [--recurrences N] [--trace-dir DIR] [--json]
 //   erg simulate zeus --all ...
 
+#include "simulate_zeus.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -49,37 +51,6 @@ json totals_json(const zeus_sim::Totals& t) {
   return {{"energy_j", finite(t.energy.value())}, {"time_s", finite(t.time.count())}, {"cost", finite(t.cost)}};
 }
 
-json pair_json(const zeus_sim::PairResult& p) {
-  json j;
-  j["gpu"] = p.gpu;
-  j["workload"] = p.workload.name;
-  j["network"] = p.workload.network;
-  j["optimizer"] = p.workload.optimizer;
-  j["target_metric"] = p.workload.target_metric;
-  j["max_epochs"] = p.workload.max_epochs;
-  j["default_batch_size"] = p.workload.default_batch_size;
-  j["batch_sizes"] = p.batch_sizes;
-  json limits = json::array();
-  for (auto l : p.power_limits) limits.push_back(l.value());
-  j["power_limits_w"] = limits;
-  j["max_power_w"] = p.max_power.value();
-  j["recurrences"] = p.recurrences;
-  json base = config_json(p.baseline_config);
-  base.update(totals_json(p.baseline));
-  j["baseline"] = base;
-  j["erg"] = totals_json(p.erg);
-  j["improvement_pct"] = {
-      {"energy", p.energy_improvement_pct()}, {"time", p.time_improvement_pct()}, {"cost", p.cost_improvement_pct()}};
-  json conv = config_json(p.converged);
-  conv["expected_run"] = totals_json(p.converged_run);
-  j["converged"] = conv;
-  json opt = config_json(p.optimum);
-  opt["expected_run"] = totals_json(p.optimum_run);
-  j["optimum"] = opt;
-  j["converged_gap_pct"] = finite(p.converged_gap_pct());
-  return j;
-}
-
 std::string fixed(double v, int digits) {
   if (!std::isfinite(v)) return "n/a";
   char buf[64];
@@ -112,6 +83,50 @@ void print_table(const zeus_sim::Sweep& s, const zeus_sim::Options& o) {
 }
 
 }  // namespace
+
+json zeus_pair_json(const zeus_sim::PairResult& p) {
+  json j;
+  j["gpu"] = p.gpu;
+  j["workload"] = p.workload.name;
+  j["network"] = p.workload.network;
+  j["optimizer"] = p.workload.optimizer;
+  j["target_metric"] = p.workload.target_metric;
+  j["max_epochs"] = p.workload.max_epochs;
+  j["default_batch_size"] = p.workload.default_batch_size;
+  j["batch_sizes"] = p.batch_sizes;
+  json limits = json::array();
+  for (auto l : p.power_limits) limits.push_back(l.value());
+  j["power_limits_w"] = limits;
+  j["max_power_w"] = p.max_power.value();
+  j["recurrences"] = p.recurrences;
+  json base = config_json(p.baseline_config);
+  base.update(totals_json(p.baseline));
+  j["baseline"] = base;
+  j["erg"] = totals_json(p.erg);
+  j["improvement_pct"] = {
+      {"energy", p.energy_improvement_pct()}, {"time", p.time_improvement_pct()}, {"cost", p.cost_improvement_pct()}};
+  json conv = config_json(p.converged);
+  conv["expected_run"] = totals_json(p.converged_run);
+  j["converged"] = conv;
+  json opt = config_json(p.optimum);
+  opt["expected_run"] = totals_json(p.optimum_run);
+  j["optimum"] = opt;
+  j["converged_gap_pct"] = finite(p.converged_gap_pct());
+  return j;
+}
+
+zeus_sim::Traces load_zeus_traces(const std::string& trace_dir) {
+  std::filesystem::path dir = trace_dir;
+  if (dir.empty()) {
+    auto found = zeus_sim::find_trace_dir();
+    if (!found) throw CliError{kExitFailure, found.error().message};
+    dir = *found;
+  }
+  auto traces = zeus_sim::load_traces(dir);
+  if (!traces)
+    throw CliError{traces.error().code == ErrorCode::kNotFound ? kExitUsage : kExitFailure, traces.error().message};
+  return std::move(*traces);
+}
 
 void add_simulate_zeus_command(CLI::App& simulate, Context& ctx) {
   auto* zeus = simulate.add_subcommand(
@@ -164,21 +179,15 @@ void add_simulate_zeus_command(CLI::App& simulate, Context& ctx) {
     if (o->recurrences > 0) opts.recurrences = o->recurrences;
     if (auto v = zeus_sim::validate(opts); !v) throw CliError{kExitUsage, v.error().message};
 
-    std::filesystem::path dir = o->trace_dir;
-    if (dir.empty()) {
-      auto found = zeus_sim::find_trace_dir();
-      if (!found) throw CliError{kExitFailure, found.error().message};
-      dir = *found;
-    }
-    auto traces = zeus_sim::load_traces(dir);
-    if (!traces)
-      throw CliError{traces.error().code == ErrorCode::kNotFound ? kExitUsage : kExitFailure, traces.error().message};
+    const zeus_sim::Traces loaded = load_zeus_traces(o->trace_dir);
+    const zeus_sim::Traces* traces = &loaded;
+    const std::string dir = o->trace_dir.empty() ? std::string("erg's traces") : o->trace_dir;
     std::vector<std::string> gpus;
     for (const auto& g : gpu_key.empty() ? gpu_names : std::vector<std::string>{gpu_key}) {
       if (traces->power.contains(g)) {
         gpus.push_back(g);
       } else if (!gpu_key.empty()) {
-        throw CliError{kExitUsage, "no power trace for " + g + " in " + dir.string()};
+        throw CliError{kExitUsage, "no power trace for " + g + " in " + dir};
       }
     }
     auto s = zeus_sim::sweep(*traces, gpus, ws, opts);
@@ -195,7 +204,7 @@ void add_simulate_zeus_command(CLI::App& simulate, Context& ctx) {
       j["beta"] = *opts.beta;
       j["seed"] = opts.seed;
       json pairs = json::array();
-      for (const auto& p : s->pairs) pairs.push_back(pair_json(p));
+      for (const auto& p : s->pairs) pairs.push_back(zeus_pair_json(p));
       j["pairs"] = pairs;
       json skipped = json::array();
       for (const auto& k : s->skipped)

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "erg/optimizers/batch_size/job_spec.hpp"
 #include "erg/optimizers/batch_size/optimizer.hpp"
 #include "erg/optimizers/batch_size/rng.hpp"
 
@@ -102,9 +103,32 @@ Result<Job> join(const Traces& traces, std::string_view gpu, const Workload& w) 
   return job;
 }
 
-double cost_of(Joules e, Seconds t, double eta, Watts max_power) {
-  return eta * e.value() + (1.0 - eta) * max_power.value() * t.count();
-}
+/// The optimizer's own cost function, so that an agent that recomputes the cost from a run's
+/// energy and time (a server answering a report) gets the very same number.
+double cost_of(Joules e, Seconds t, double eta, Watts max_power) { return batch_size::zeus_cost(e, t, eta, max_power); }
+
+class InProcessAgent final : public BatchSizeAgent {
+ public:
+  Result<void> start(const batch_size::JobSpec& spec, Watts max_power) override {
+    auto o = batch_size::Optimizer::create(spec, max_power);
+    if (!o) return fail(o.error());
+    bso_.emplace(std::move(*o));
+    return ok();
+  }
+  Result<Dispatch> next() override {
+    auto t = bso_->predict();
+    if (!t) return fail(ErrorCode::kInvalidArgument, t.error().message);  // the job cannot converge
+    return Dispatch{t->trial_number, t->batch_size};
+  }
+  Result<void> finish(const RunOutcome& run) override {
+    const double cost = cost_of(run.energy, run.time, bso_->spec().eta_knob, bso_->max_power());
+    return bso_->observe(run.trial_number, cost, run.reached);
+  }
+  Result<int> best_batch_size() override { return bso_->best_batch_size(); }
+
+ private:
+  std::optional<batch_size::Optimizer> bso_;
+};
 
 /// The epoch cost JIT profiling ranks limits by: (η·avg_power + (1 − η)·max_limit)·time_per_epoch.
 double epoch_cost(const Arm& a, const Limit& l, double eta) {
@@ -174,7 +198,14 @@ Result<std::optional<Totals>> expected_run(const Traces& traces, std::string_vie
   return expected(*job, *a, *l, workload.max_epochs, eta);
 }
 
+std::unique_ptr<BatchSizeAgent> in_process_agent() { return std::make_unique<InProcessAgent>(); }
+
 Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Workload& w, const Options& o) {
+  return simulate(traces, gpu, w, o, *in_process_agent());
+}
+
+Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Workload& w, const Options& o,
+                            BatchSizeAgent& agent) {
   if (auto v = validate(o); !v) return fail(v.error());
   auto joined = join(traces, gpu, w);
   if (!joined) return fail(joined.error());
@@ -220,8 +251,7 @@ Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Wo
   spec.target_metric = w.target_metric;
   spec.max_epochs = w.max_epochs;
   spec.mab_seed = o.seed;
-  auto bso = batch_size::Optimizer::create(spec, job.max_power);
-  if (!bso) return fail(bso.error());
+  if (auto started = agent.start(spec, job.max_power); !started) return fail(started.error());
   batch_size::Rng paths(o.seed ^ kPathStream);
 
   std::map<int, const Limit*> profiled;  // JIT power profiling's answer per batch size
@@ -235,9 +265,14 @@ Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Wo
                                                      " did not reach the target in " + std::to_string(kMaxTries) +
                                                      " runs");
       ++rec.tries;
-      auto trial = bso->predict();
-      if (!trial) return fail(ErrorCode::kInvalidArgument, w.name + " on " + r.gpu + ": " + trial.error().message);
-      const Arm& a = *job.arm(trial->batch_size);
+      auto trial = agent.next();
+      if (!trial) return fail(trial.error().code, w.name + " on " + r.gpu + ": " + trial.error().message);
+      const Arm* dispatched = job.arm(trial->batch_size);
+      if (!dispatched)
+        return fail(ErrorCode::kInvalidArgument, w.name + " on " + r.gpu + ": the optimizer chose batch size " +
+                                                     std::to_string(trial->batch_size) + ", which is not in the job");
+      const Arm& a = *dispatched;
+      rec.batch_sizes.push_back(a.batch_size);
       // The first run of a batch size profiles every limit during its first epoch.
       const bool profile = !profiled.contains(a.batch_size);
       if (profile) profiled[a.batch_size] = &jit_limit(a, o.eta);
@@ -250,9 +285,14 @@ Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Wo
         max_epochs =
             static_cast<int>(std::min<double>(w.max_epochs, std::floor(*o.beta * min_cost / epoch_cost(a, l, o.eta))));
       if (max_epochs == 0) {
-        // Not even one epoch fits: the run never starts; the optimizer learns it is too dear.
-        if (auto ok = bso->observe(trial->trial_number, 100.0 * *o.beta * min_cost, false); !ok)
-          return fail(ok.error());
+        // Not even one epoch fits: the run never starts; the optimizer learns it is too dear. It
+        // is told so as energy and time (epochs at the chosen limit costing 100·β·min_cost), the
+        // figures a server's report carries.
+        const double scale =
+            100.0 * *o.beta * min_cost / cost_of(l.epoch_energy(), l.time_per_epoch, o.eta, job.max_power);
+        const RunOutcome never{trial->trial_number,      a.batch_size, l.epoch_energy() * scale,
+                               l.time_per_epoch * scale, false,        0};
+        if (auto ok = agent.finish(never); !ok) return fail(ok.error());
         continue;
       }
       reached = path && *path <= max_epochs;
@@ -274,7 +314,8 @@ Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Wo
         run.time = l.time_per_epoch * epochs;
       }
       run.cost = cost_of(run.energy, run.time, o.eta, job.max_power);
-      if (auto ok = bso->observe(trial->trial_number, run.cost, reached); !ok) return fail(ok.error());
+      if (auto ok = agent.finish({trial->trial_number, a.batch_size, run.energy, run.time, reached, epochs}); !ok)
+        return fail(ok.error());
       rec.config = {a.batch_size, l.power_limit};
       rec.totals.energy += run.energy;
       rec.totals.time += run.time;
@@ -290,7 +331,13 @@ Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Wo
     r.history.push_back(rec);
   }
 
-  const Arm& best = *job.arm(bso->best_batch_size());
+  const auto best_size = agent.best_batch_size();
+  if (!best_size) return fail(best_size.error());
+  const Arm* best_arm = job.arm(*best_size);
+  if (!best_arm)
+    return fail(ErrorCode::kInvalidArgument,
+                "the optimizer's best batch size " + std::to_string(*best_size) + " is not in the job");
+  const Arm& best = *best_arm;
   const Limit& best_limit = profiled.contains(best.batch_size) ? *profiled[best.batch_size] : jit_limit(best, o.eta);
   r.converged = {best.batch_size, best_limit.power_limit};
   const auto conv = expected(job, best, best_limit, w.max_epochs, o.eta);

@@ -1,5 +1,6 @@
-"""Optimizers: the GPU power-limit optimizer (Zeus's GlobalPowerLimitOptimizer) and the helpers
-a command run under ``erg optimize power-limit`` uses to report its steps.
+"""Optimizers: the GPU power-limit optimizer (Zeus's GlobalPowerLimitOptimizer), the client of the
+batch-size optimizer server (Zeus's BatchSizeOptimizer; ``erg bso serve``) and the helpers a
+command run under ``erg optimize power-limit`` uses to report its steps.
 
     monitor = erg.EnergyMonitor(gpu_indices=[local_rank])
     plo = erg.optimizers.PowerLimitOptimizer(monitor)      # ZeusCost(eta=0.5) by default
@@ -13,6 +14,7 @@ The state machine is erg's native one (``erg._core.power_limit``, the same code 
 and the CLI run); this package adapts the monitor, the selectors and torch.distributed to it.
 """
 
+from ._batch_size import BatchSizeOptimizer, JobSpec, ReportResponse, TrialId
 from ._power_limit import (
     Done,
     Energy,
@@ -30,6 +32,10 @@ from ._report import report_epoch, report_step
 
 __all__ = [
     "PowerLimitOptimizer",
+    "BatchSizeOptimizer",
+    "JobSpec",
+    "ReportResponse",
+    "TrialId",
     "HFPowerLimitOptimizer",
     "OptimumSelector",
     "Energy",

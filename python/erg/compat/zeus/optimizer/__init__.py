@@ -1,4 +1,5 @@
-"""Optimizers for various knobs (``zeus.optimizer``). The power-limit one is in ``.power_limit``."""
+"""Optimizers for various knobs (``zeus.optimizer``): the power-limit one is in ``.power_limit``, the
+batch-size optimizer's client in ``.batch_size.client``."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@
 /// from the reference, is in docs/zeus-simulator.md.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "erg/core/result.hpp"
 #include "erg/core/units.hpp"
+#include "erg/optimizers/batch_size/job_spec.hpp"
 #include "erg/optimizers/zeus_sim/trace.hpp"
 
 namespace erg::zeus_sim {
@@ -56,9 +58,10 @@ struct Totals {
 };
 /// One recurrence of the job: every try until it reached the target.
 struct Recurrence {
-  Config config;  ///< Of the try that reached the target.
-  int tries = 0;  ///< Runs it took (early-stopped and failed runs, then the one that reached).
-  Totals totals;  ///< Of all its tries, profiling epochs included.
+  Config config;                 ///< Of the try that reached the target.
+  int tries = 0;                 ///< Runs it took (early-stopped and failed runs, then the one that reached).
+  std::vector<int> batch_sizes;  ///< The batch size of each try, in order (the last one reached).
+  Totals totals;                 ///< Of all its tries, profiling epochs included.
 };
 
 /// One (GPU, workload) pair simulated.
@@ -89,6 +92,46 @@ struct PairResult {
   [[nodiscard]] double converged_gap_pct() const;
 };
 
+/// A run the batch-size optimizer handed out.
+struct Dispatch {
+  int trial_number = 0;
+  int batch_size = 0;
+};
+
+/// How a run ended, as a live job would report it once: its energy and time (the cost is
+/// batch_size::zeus_cost of them with the job's η and max power), whether it reached the target,
+/// and the epochs it ran. A run that never started (not one epoch fits under the early-stopping
+/// bound) is charged as if it had run until it cost 100 × β × the least recurrence cost.
+struct RunOutcome {
+  int trial_number = 0;
+  int batch_size = 0;
+  Joules energy;
+  Seconds time{0.0};
+  bool reached = false;
+  int epochs = 0;
+};
+
+/// The batch-size optimizer a simulation asks for each run's batch size and tells how the run
+/// went: erg::batch_size in-process (simulate() without an agent), or a batch-size optimizer
+/// server through its client (`erg bso simulate`). The simulator decides early stopping itself,
+/// so an agent must take each outcome as final (converged = reached).
+class BatchSizeAgent {
+ public:
+  virtual ~BatchSizeAgent() = default;
+  /// Called once, before the first run: the job (its batch sizes, b0, η, β, target, max epochs,
+  /// seed) on GPUs whose maximum power limits add up to `max_power`.
+  virtual Result<void> start(const batch_size::JobSpec& spec, Watts max_power) = 0;
+  /// The next run's trial.
+  virtual Result<Dispatch> next() = 0;
+  /// The dispatched run ended.
+  virtual Result<void> finish(const RunOutcome& run) = 0;
+  /// After the last run: the batch size the optimizer believes best.
+  virtual Result<int> best_batch_size() = 0;
+};
+
+/// The in-process agent: an erg::batch_size::Optimizer fed each run's cost with observe().
+std::unique_ptr<BatchSizeAgent> in_process_agent();
+
 /// Simulates `workload` recurring on `gpu` (a key of traces.power). kNotFound for a GPU
 /// without a power trace or a workload or b0 missing from it; kInvalidArgument for bad
 /// options, or when the default batch size does not reach the target in every trace run
@@ -96,6 +139,10 @@ struct PairResult {
 /// pruning, or 20 tries of one recurrence fail).
 Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Workload& workload,
                             const Options& options);
+/// The same with the batch sizes chosen by `agent` (fresh: start() not called yet). Its errors
+/// end the simulation.
+Result<PairResult> simulate(const Traces& traces, std::string_view gpu, const Workload& workload,
+                            const Options& options, BatchSizeAgent& agent);
 
 /// The expected energy, time and cost of one recurrence run at `config` once it is known: the
 /// mean over the trace's runs of that batch size of target_epoch × the epoch at that limit.
