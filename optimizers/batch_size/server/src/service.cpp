@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "schema.hpp"
+
 namespace erg::batch_size::server {
 namespace {
 
@@ -348,34 +350,54 @@ Reply Service::register_job(std::string_view body) {
   return ok_reply(201, job_json(job));
 }
 
-namespace {
-
-/// Loads, restores, lets `op` act on the optimizer and saves it if `op` says so — one transaction.
-/// `unknown_job_status` answers a job that does not exist.
+/// Loads, restores, fails the trials that timed out, lets `op` act on the optimizer and saves it
+/// if anything changed — one transaction. `unknown_job_status` answers a job that does not exist.
 template <class Op>
-Reply with_job(Store& store, const std::string& job_id, int unknown_job_status, Op op) {
-  auto tx = store.begin();
+Reply Service::with_job(const std::string& job_id, int unknown_job_status, Op op) {
+  auto tx = store_.begin();
   if (!tx) return store_error(tx.error());
   auto job = (*tx)->load_job(job_id);
   if (!job) return store_error(job.error());
   if (!*job) return error_reply(unknown_job_status, "unknown job " + job_id);
   auto optimizer = Optimizer::restore((*job)->optimizer_state);
   if (!optimizer) return store_error(optimizer.error());
-  std::vector<int> touched;
+  const auto now = options_.clock();
+  const std::string now_text = detail::iso8601(now);
+  // The trial timeout, lazily: a trial whose client died without its end-of-trial PATCH (killed,
+  // node lost) is failed by the next request on its job, in that request's transaction, before
+  // the request acts (so a late report on it answers as for a failed trial).
+  std::vector<int> expired;
+  if (options_.trial_timeout.count() > 0) {
+    auto stale = (*tx)->stale_trials(job_id, detail::iso8601(now - options_.trial_timeout));
+    if (!stale) return store_error(stale.error());
+    for (int number : *stale) {
+      if (number < 1 || number > static_cast<int>(optimizer->trials().size())) continue;
+      if (optimizer->trials()[static_cast<std::size_t>(number - 1)].status != TrialStatus::kDispatched) continue;
+      if (auto r = optimizer->end_trial(number); !r) return store_error(r.error());
+      expired.push_back(number);
+    }
+  }
+  // What to save if `op` refuses: the expirations alone, not whatever `op` did before refusing.
+  std::optional<Optimizer> after_expiry;
+  if (!expired.empty()) after_expiry = *optimizer;
+  std::vector<int> touched = expired;
   bool changed = false;
   Reply reply = op(*optimizer, touched, changed);
-  if (reply.status >= 300 || !changed) return reply;
-  (*job)->optimizer_state = optimizer->save_state();
-  if (auto r = (*tx)->save_job(**job, *optimizer, touched); !r) return store_error(r.error());
+  const Optimizer* to_save = &*optimizer;
+  if (reply.status >= 300 || !changed) {
+    if (expired.empty()) return reply;
+    to_save = &*after_expiry;
+    touched = expired;
+  }
+  (*job)->optimizer_state = to_save->save_state();
+  if (auto r = (*tx)->save_job(**job, *to_save, touched, now_text); !r) return store_error(r.error());
   if (auto r = (*tx)->commit(); !r) return store_error(r.error());
   return reply;
 }
 
-}  // namespace
-
 Reply Service::get_batch_size(const std::optional<std::string>& job_id) {
   if (!job_id) return validation_reply("job_id", "field required", "query");
-  return with_job(store_, *job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(*job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     auto trial = o.predict();
     if (!trial) return error_reply(400, trial.error().message);
     touched.push_back(trial->trial_number);
@@ -389,7 +411,7 @@ Reply Service::report(std::string_view body) {
   auto req = parse_report(body);
   if (!req) return from_invalid(req.error());
   const auto& t = req->trial;
-  return with_job(store_, t.job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(t.job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     if (t.trial_number > static_cast<int>(o.trials().size()))
       return error_reply(404, "unknown trial " + std::to_string(t.trial_number) + " of job " + t.job_id);
     const Trial& before = o.trials()[static_cast<std::size_t>(t.trial_number - 1)];
@@ -403,7 +425,9 @@ Reply Service::report(std::string_view body) {
                                      .metric = req->metric,
                                      .current_epoch = req->current_epoch});
     if (!r) return error_reply(r.error().code == ErrorCode::kNotFound ? 404 : 400, r.error().message);
-    changed = !(o.trials()[static_cast<std::size_t>(t.trial_number - 1)] == snapshot);
+    // A report on a running trial is always written: it is the trial's last-seen time.
+    changed = snapshot.status == TrialStatus::kDispatched ||
+              !(o.trials()[static_cast<std::size_t>(t.trial_number - 1)] == snapshot);
     touched.push_back(t.trial_number);
     return ok_reply(200, json{{"stop_train", r->stop_train}, {"converged", r->converged}, {"message", r->message}});
   });
@@ -412,7 +436,7 @@ Reply Service::report(std::string_view body) {
 Reply Service::end_trial(std::string_view body) {
   auto req = parse_trial_body(body);
   if (!req) return from_invalid(req.error());
-  return with_job(store_, req->job_id, 404, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(req->job_id, 404, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     if (req->trial_number > static_cast<int>(o.trials().size()))
       return error_reply(404, "unknown trial " + std::to_string(req->trial_number) + " of job " + req->job_id);
     const Trial& t = o.trials()[static_cast<std::size_t>(req->trial_number - 1)];
