@@ -4,6 +4,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -114,6 +115,49 @@ class Fields {
   if (!var##_r) return tl::unexpected(var##_r.error()); \
   auto var = *var##_r
 
+/// Whether `s` can be a job id in both databases: UTF-8 (PostgreSQL rejects other bytes in text)
+/// without NUL (neither a libpq parameter nor a C string can hold one). Bodies' strings are
+/// UTF-8 already (the JSON parser checks); query strings are raw bytes.
+bool storable(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // Lead byte: its length and the smallest code point it may encode (no overlong forms).
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    std::uint32_t min = 0;
+    if ((c & 0xE0) == 0xC0) {
+      n = 2;
+      cp = c & 0x1FU;
+      min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 3;
+      cp = c & 0x0FU;
+      min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 4;
+      cp = c & 0x07U;
+      min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
 /// Parses a body into a JSON object; a 422 if it is not one.
 Parsed<json> object_body(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
@@ -144,6 +188,8 @@ Parsed<JobRequest> parse_job(std::string_view body) {
   ERG_TRY_FIELD(prefix, f.string("job_id_prefix", true));
   r.job_id = job_id;
   r.job_id_prefix = *prefix;
+  if (!storable(r.job_id_prefix)) return invalid("job_id_prefix", "job_id_prefix must not contain NUL");
+  if (r.job_id && !storable(*r.job_id)) return invalid("job_id", "job_id must not contain NUL");
   if (r.job_id_prefix.empty()) return invalid("job_id_prefix", "job_id_prefix must not be empty");
   if (r.job_id_prefix.size() > kMaxJobIdBytes - 9) return invalid("job_id_prefix", "job_id_prefix is too long");
   if (r.job_id) {
@@ -201,6 +247,7 @@ Parsed<JobRequest> parse_job(std::string_view body) {
   ERG_TRY_FIELD(model, f.string("gpu_model", true));
   if (model->empty() || model->size() > kMaxGpuModelBytes)
     return invalid("gpu_model", "gpu_model must be 1 to 30 bytes");
+  if (!storable(*model)) return invalid("gpu_model", "gpu_model must not contain NUL");
   r.gpu_model = *model;
   if (auto u = f.check_unknown(); !u) return tl::unexpected(u.error());
   if (auto v = validate(r.spec); !v) return invalid("body", v.error().message);
@@ -307,17 +354,24 @@ std::string generate_job_id(const std::string& prefix) {
 
 Reply store_error(const Error& e) { return error_reply(e.code == ErrorCode::kTimeout ? 503 : 500, e.message); }
 
-Reply ok_reply(int status, const json& body) { return Reply{status, body.dump()}; }
+/// JSON text of an answer. Answers echo what clients sent (a job id from a query string, a field
+/// name), which need not be UTF-8: invalid bytes become U+FFFD rather than an exception.
+std::string answer_text(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+Reply ok_reply(int status, const json& body) { return Reply{status, answer_text(body)}; }
 
 }  // namespace
 
-Reply error_reply(int status, std::string_view message) { return Reply{status, json{{"message", message}}.dump()}; }
+Reply error_reply(int status, std::string_view message) {
+  return Reply{status, answer_text(json{{"message", message}})};
+}
 
 Reply validation_reply(std::string_view field, std::string_view message, std::string_view location) {
   json loc = json::array({location});
   if (field != location) loc.push_back(field);
   json detail = json::array({json{{"loc", loc}, {"msg", message}, {"type", "value_error"}}});
-  return Reply{422, json{{"detail", detail}, {"message", std::string(field) + ": " + std::string(message)}}.dump()};
+  return Reply{422,
+               answer_text(json{{"detail", detail}, {"message", std::string(field) + ": " + std::string(message)}})};
 }
 
 Reply Service::register_job(std::string_view body) {
@@ -354,6 +408,8 @@ Reply Service::register_job(std::string_view body) {
 /// if anything changed — one transaction. `unknown_job_status` answers a job that does not exist.
 template <class Op>
 Reply Service::with_job(const std::string& job_id, int unknown_job_status, Op op) {
+  // No job has such an id (registering one is refused), and the database may refuse the bytes.
+  if (!storable(job_id)) return error_reply(unknown_job_status, "unknown job " + job_id);
   auto tx = store_.begin();
   if (!tx) return store_error(tx.error());
   auto job = (*tx)->load_job(job_id);
@@ -453,6 +509,7 @@ Reply Service::end_trial(std::string_view body) {
 
 Reply Service::delete_job(const std::optional<std::string>& job_id) {
   if (!job_id) return validation_reply("job_id", "field required", "query");
+  if (!storable(*job_id)) return error_reply(404, "unknown job " + *job_id);
   auto tx = store_.begin();
   if (!tx) return store_error(tx.error());
   auto gone = (*tx)->delete_job(*job_id);

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 #include "erg/optimizers/batch_size/server/store.hpp"
@@ -117,10 +118,16 @@ class GroupSync {
     return ++issued_;
   }
 
-  /// Returns once the writes before `ticket` are on disk. kIo if the fsync covering it failed.
+  /// Returns once the writes before `ticket` are on disk. kIo if an fsync that began after them
+  /// failed: after a failed fsync Linux may report a retry as successful although the pages were
+  /// dropped, so every ticket the failed fsync covered fails, and only later ones may succeed.
   Result<void> wait(std::uint64_t ticket) {
     std::unique_lock lock(mutex_);
-    while (synced_ < ticket) {
+    while (true) {
+      // Failure first: a later fsync's success says nothing of pages an earlier one dropped (and
+      // a ticket already synced before the failure may be refused too: conservative, and rare).
+      if (ticket <= failed_through_) return fail(ErrorCode::kIo, "sqlite: fsync of the WAL failed: " + failure_);
+      if (synced_ >= ticket) return ok();
       if (syncing_) {
         cv_.wait(lock);
         continue;
@@ -128,20 +135,19 @@ class GroupSync {
       syncing_ = true;
       const std::uint64_t target = issued_;
       lock.unlock();
-      // fdatasync: the WAL's data and its size; SQLite itself syncs the WAL the same way.
+      // fdatasync: the WAL's data and its size, as SQLite syncs it itself.
       const int rc = ::fdatasync(fd_);
       const int err = errno;
       lock.lock();
       syncing_ = false;
-      cv_.notify_all();
-      if (rc != 0) {
-        // Not marked synced: a later fsync may still succeed for later tickets, but these
-        // writes' fate is unknown, so their requests must not answer success.
-        return fail(ErrorCode::kIo, std::string("sqlite: fsync of the WAL: ") + std::strerror(err));
+      if (rc == 0) {
+        synced_ = std::max(synced_, target);
+      } else {
+        failed_through_ = std::max(failed_through_, target);
+        failure_ = std::strerror(err);
       }
-      synced_ = std::max(synced_, target);
+      cv_.notify_all();
     }
-    return ok();
   }
 
  private:
@@ -150,6 +156,8 @@ class GroupSync {
   std::condition_variable cv_;
   std::uint64_t issued_ = 0;
   std::uint64_t synced_ = 0;
+  std::uint64_t failed_through_ = 0;
+  std::string failure_;
   bool syncing_ = false;
 };
 

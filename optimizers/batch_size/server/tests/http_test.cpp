@@ -156,14 +156,64 @@ TEST(BsoHttp, BadInputGetsItsStatusAndNeverTouchesTheJob) {
     ASSERT_TRUE(r) << text.substr(0, 80);
     EXPECT_EQ(r->status, status) << text.substr(0, 80) << " -> " << r->body;
   }
-  auto r = c.Get("/no/such/route");
+  // PATCH /trials: the same classes of bad input; unknown jobs and trials are 404 here.
+  const std::vector<std::pair<std::string, int>> trial_ids = {
+      {"", 422},
+      {"[]", 422},
+      {R"({"job_id":"test-x","batch_size":128})", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":1.0})", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":0})", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":1,"status":"Failed"})", 422},
+      {R"({"job_id":"test-x","batch_size":64,"trial_number":1})", 404},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":2})", 404},
+      {R"({"job_id":"nope","batch_size":128,"trial_number":1})", 404},
+      {std::string(1 << 20, '['), 413},
+  };
+  for (const auto& [text, status] : trial_ids) {
+    auto r = c.Patch("/trials", text, "application/json");
+    ASSERT_TRUE(r) << text.substr(0, 80);
+    EXPECT_EQ(r->status, status) << text.substr(0, 80) << " -> " << r->body;
+    if (status == 422) {
+      // FastAPI's validation shape, which Zeus's client surfaces as is.
+      const auto j = json::parse(r->body);
+      ASSERT_TRUE(j["detail"].is_array()) << r->body;
+      EXPECT_EQ(j["detail"][0]["loc"][0], "body");
+      EXPECT_TRUE(j["detail"][0]["msg"].is_string());
+      EXPECT_TRUE(j["detail"][0]["type"].is_string());
+    } else if (status != 413) {
+      EXPECT_TRUE(json::parse(r->body)["message"].is_string()) << r->body;
+    }
+  }
+  // POST /jobs over the limit, and an existing id with an unknown field, change nothing either.
+  auto r = c.Post("/jobs", std::string(1 << 20, 'x'), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  auto extra = job_body("test-x");
+  extra["priority"] = 1;
+  r = c.Post("/jobs", extra.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(json::parse(r->body)["detail"][0]["loc"], (json{"body", "priority"}));
+  // A query value that is not UTF-8 names no job, and the answer is still JSON.
+  r = c.Get("/jobs/batch_size?job_id=test-x%FF");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(json::parse(r->body)["message"].is_string());
+  r = c.Delete("/jobs?job_id=%00");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = c.Get("/no/such/route");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_EQ(json::parse(r->body)["detail"], "Not Found");
   r = c.Get("/jobs/batch_size");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(json::parse(r->body)["detail"][0]["loc"], (json{"query", "job_id"}));
   EXPECT_EQ(column(dir.path() / "bso.db", "SELECT optimizer_state FROM Job"), before);
+  EXPECT_EQ(column(dir.path() / "bso.db", "SELECT trial_number || ':' || status FROM Trial"),
+            std::vector<std::string>{"1:Dispatched"});
+  EXPECT_EQ(column(dir.path() / "bso.db", "SELECT COUNT(*) FROM Job"), std::vector<std::string>{"1"});
 }
 
 /// Clients run get_batch_size + report on one job through `ports` (round robin) until `reports`

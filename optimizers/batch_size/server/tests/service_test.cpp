@@ -145,6 +145,30 @@ TEST_P(ServiceTest, ValidationAnswers422WithFastApiShape) {
   EXPECT_EQ(column("SELECT COUNT(*) FROM Job"), std::vector<std::string>{"0"});
 }
 
+TEST_P(ServiceTest, InvalidUtf8InIdsAndFieldNamesAnswersJson) {
+  // A query string is raw bytes: the answers that echo it must still be JSON (found by bso_fuzz:
+  // the error message threw while being serialized).
+  const std::string bad = "op\x9a\x8a";
+  for (const Reply& r : {service_->get_batch_size(bad), service_->delete_job(bad)}) {
+    EXPECT_TRUE(r.status == 400 || r.status == 404) << r.status;
+    const auto j = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    EXPECT_NE(j["message"].get<std::string>().find("op\xef\xbf\xbd"), std::string::npos);  // U+FFFD
+  }
+  // A body with an invalid byte in a string is not JSON at all: 422.
+  EXPECT_EQ(service_->report("{\"job_id\":\"\xff\"}").status, 422);
+  // NUL cannot be stored (PostgreSQL text, libpq parameters): refused at registration, and no
+  // job has it in its id.
+  for (const char* field : {"job_id", "job_id_prefix", "gpu_model"}) {
+    auto body = job_body("test-n");
+    body[field] = std::string("test-\0n", 7);
+    EXPECT_EQ(service_->register_job(body.dump()).status, 422) << field;
+  }
+  EXPECT_EQ(service_->get_batch_size(std::string("test-\0n", 7)).status, 400);
+  EXPECT_EQ(service_->report(report_body(std::string("test-\0n", 7), 128, 1, 10, true).dump()).status, 400);
+  EXPECT_EQ(column("SELECT COUNT(*) FROM Job"), std::vector<std::string>{"0"});
+}
+
 TEST_P(ServiceTest, PredictHandsOutDefaultThenConcurrentWithIncreasingTrialNumbers) {
   ASSERT_EQ(service_->register_job(job_body("test-p").dump()).status, 201);
   auto t1 = trial("test-p");
