@@ -467,6 +467,36 @@ TEST_P(ServiceTest, TrialTimeoutFailsASilentTrialExactlyAsEndTrialWould) {
   EXPECT_NE(column(arms_sql + "test-ta' ORDER BY batch_size"), arms_before);  // the six reports did count
 }
 
+TEST_P(ServiceTest, SchemaOneDatabaseMigratesAndItsTrialsTimeOutFromTheirStart) {
+  const FakeClock clock;
+  {
+    Service svc(*store_, clock.options(std::chrono::seconds(100)));
+    ASSERT_EQ(svc.register_job(job_body("test-m").dump()).status, 201);
+    ASSERT_EQ(svc.get_batch_size("test-m").status, 200);
+  }
+  // Take the database back to schema version 1 (no last-seen column, no index), as a server
+  // before the trial timeout left it.
+  service_.reset();
+  store_.reset();
+  column("DROP INDEX trial_dispatched");
+  column("ALTER TABLE Trial DROP COLUMN last_seen_timestamp");
+  column(GetParam() == "sqlite" ? "PRAGMA user_version = 1" : "UPDATE erg_schema_version SET version = 1");
+  auto s = open_store(url_);
+  ASSERT_TRUE(s) << s.error().message;
+  store_ = std::move(*s);
+  EXPECT_EQ(store_->schema_version(), 2);
+  Service svc(*store_, clock.options(std::chrono::seconds(100)));
+  clock.advance(50);
+  EXPECT_EQ(json::parse(svc.get_batch_size("test-m").body)["trial_number"], 2);
+  EXPECT_EQ(column("SELECT COALESCE(last_seen_timestamp, 'none') FROM Trial ORDER BY trial_number").at(0), "none");
+  // The old trial's start time stands in for its last-seen time.
+  clock.advance(51);
+  EXPECT_EQ(svc.get_batch_size("test-m").body,
+            (json{{"job_id", "test-m"}, {"batch_size", 128}, {"trial_number", 3}}).dump());
+  EXPECT_EQ(column("SELECT status FROM Trial ORDER BY trial_number"),
+            (std::vector<std::string>{"Failed", "Dispatched", "Dispatched"}));
+}
+
 TEST_P(ServiceTest, TrialTimeoutZeroNeverFailsATrial) {
   const FakeClock clock;
   Service svc(*store_, clock.options(std::chrono::seconds(0)));
