@@ -65,7 +65,9 @@ void BM_BsoReportRps(benchmark::State& state) {
         threads.emplace_back([&, i] {
           httplib::Client c("127.0.0.1", port);
           c.set_keep_alive(true);
-          c.set_tcp_nodelay(true);  // as httpx and curl do: headers and body go out at once
+          // httplib sends a request's headers and body in two writes; without TCP_NODELAY (curl
+          // sets it too) the body would wait on the server's delayed ACK and this would measure Nagle.
+          c.set_tcp_nodelay(true);
           auto g = c.Get("/jobs/batch_size?job_id=bench-1");
           if (!g || g->status != 200) {
             ++failures;
