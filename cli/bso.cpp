@@ -1,8 +1,9 @@
 // `erg bso serve`: the batch-size optimizer server (Zeus's REST API) over SQLite or PostgreSQL.
 //
-//   erg bso serve --db sqlite:///var/lib/erg/bso.db [--listen 127.0.0.1:8000] [--json]
+//   erg bso serve --db sqlite:///var/lib/erg/bso.db [--listen 127.0.0.1:8000] [--trial-timeout S] [--json]
 //   erg bso simulate ... (bso_simulate.cpp)
 
+#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -23,10 +24,16 @@ void add_bso_command(CLI::App& app, Context& ctx) {
     std::string db;
     std::string listen = "127.0.0.1:8000";
     bool json = false;
+    long long trial_timeout_s = erg::batch_size::server::kDefaultTrialTimeout.count();
   };
   auto opts = std::make_shared<Opts>();
   serve->add_option("--db", opts->db, "sqlite:///path.db or postgresql://user@host:port/dbname")->required();
   serve->add_option("--listen", opts->listen, "HOST:PORT (default 127.0.0.1:8000; port 0 picks a free one)");
+  serve
+      ->add_option("--trial-timeout", opts->trial_timeout_s,
+                   "Seconds a dispatched trial may go without a report before it is marked Failed "
+                   "(default 86400, a day; 0 never)")
+      ->check(CLI::NonNegativeNumber);
   serve->add_flag("--json", opts->json, "Print where it serves as one JSON line on stdout once listening");
   serve->footer("See docs/bso-server.md.");
   serve->callback([&ctx, opts] {
@@ -48,7 +55,9 @@ void add_bso_command(CLI::App& app, Context& ctx) {
     if (!store)
       throw CliError{store.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
                      "--db: " + store.error().message};
-    srv::Service service(**store);
+    srv::ServiceOptions service_options;
+    service_options.trial_timeout = std::chrono::seconds(opts->trial_timeout_s);
+    srv::Service service(**store, service_options);
     auto server = srv::HttpServer::bind(service, http);
     if (!server) throw CliError{kExitFailure, server.error().message};
     std::thread serving([&] { (*server)->run(); });

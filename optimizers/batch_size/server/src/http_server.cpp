@@ -31,6 +31,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   const int threads = options.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(options.max_body_bytes);
+  // httplib writes a response's headers and body separately: without TCP_NODELAY the body waits
+  // for the client's delayed ACK (40 ms on Linux) on a kept-alive connection.
+  s.set_tcp_nodelay(true);
   s.Post("/jobs", [&service](const httplib::Request& req, httplib::Response& res) {
     send(res, service.register_job(req.body));
   });

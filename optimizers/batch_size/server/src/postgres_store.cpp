@@ -101,8 +101,8 @@ class PostgresTransaction final : public Transaction {
     return fail(broken(e, "insert job"));
   }
 
-  Result<void> save_job(const JobRecord& job, const Optimizer& optimizer,
-                        const std::vector<int>& touched_trials) override try {
+  Result<void> save_job(const JobRecord& job, const Optimizer& optimizer, const std::vector<int>& touched_trials,
+                        std::string_view now_text) override try {
     const JobState st = detail::job_state(optimizer);
     const std::optional<std::string> rng =
         optimizer.spec().mab_seed ? std::optional<std::string>(st.rng_state) : std::nullopt;
@@ -112,7 +112,7 @@ class PostgresTransaction final : public Transaction {
         nullable(rng), st.exp_default_batch_size, st.stage, nullable(text_of(st.min_cost)), st.min_cost_batch_size,
         job.optimizer_state, job.job_id);
     if (r.affected_rows() != 1) return fail(ErrorCode::kNotFound, "job " + job.job_id + " is gone");
-    const std::string now = detail::now_iso8601();
+    const std::string now(now_text);
     for (int number : touched_trials) {
       if (number < 1 || number > static_cast<int>(optimizer.trials().size())) continue;
       const Trial& t = optimizer.trials()[static_cast<std::size_t>(number - 1)];
@@ -122,10 +122,11 @@ class PostgresTransaction final : public Transaction {
           t.converged ? std::optional<std::string>(*t.converged ? "true" : "false") : std::nullopt;
       work_->exec_params(
           "INSERT INTO Trial (job_id, trial_number, batch_size, start_timestamp, type, status, end_timestamp, time,"
-          " energy, converged) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
+          " energy, converged, last_seen_timestamp) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$4)"
           " ON CONFLICT (job_id, trial_number) DO UPDATE SET status = excluded.status,"
           " end_timestamp = COALESCE(Trial.end_timestamp, excluded.end_timestamp), time = excluded.time,"
-          " energy = excluded.energy, converged = excluded.converged",
+          " energy = excluded.energy, converged = excluded.converged,"
+          " last_seen_timestamp = excluded.last_seen_timestamp",
           job.job_id, t.trial_number, t.batch_size, now, std::string(detail::trial_type_name(t.type)),
           std::string(detail::trial_status_name(t.status)), nullable(end), nullable(text_of(t.time_s)),
           nullable(text_of(t.energy_j)), nullable(converged));
@@ -143,6 +144,20 @@ class PostgresTransaction final : public Transaction {
     return ok();
   } catch (const std::exception& e) {
     return fail(broken(e, "save job"));
+  }
+
+  Result<std::vector<int>> stale_trials(std::string_view job_id, std::string_view seen_before) override try {
+    // COLLATE "C": the timestamps compare byte by byte, whatever the database's collation.
+    // Rows from schema version 1 have no last-seen time: their start time stands in for it.
+    const auto rows = work_->exec_params(
+        "SELECT trial_number FROM Trial WHERE job_id = $1 AND status = 'Dispatched'"
+        " AND COALESCE(last_seen_timestamp, start_timestamp) COLLATE \"C\" < $2 ORDER BY trial_number",
+        std::string(job_id), std::string(seen_before));
+    std::vector<int> out;
+    for (const auto& row : rows) out.push_back(row[0].as<int>());
+    return out;
+  } catch (const std::exception& e) {
+    return fail(broken(e, "stale trials"));
   }
 
   Result<bool> delete_job(std::string_view job_id) override try {

@@ -8,6 +8,8 @@ namespace erg::batch_size::server::detail {
 
 std::vector<std::string> migrations(const std::string& real) {
   // Version 1: Zeus's four tables (server/database/schema.py), plus optimizer_state.
+  // Version 2: Trial.last_seen_timestamp (when the trial was dispatched or last reported), for
+  // the trial timeout, and an index of each job's dispatched trials to find the stale ones.
   return {
       "CREATE TABLE Job ("
       " job_id VARCHAR(400) PRIMARY KEY,"
@@ -83,6 +85,8 @@ std::vector<std::string> migrations(const std::string& real) {
           " converged BOOLEAN,"
           " PRIMARY KEY (job_id, trial_number),"
           " FOREIGN KEY (job_id, batch_size) REFERENCES BatchSize(job_id, batch_size) ON DELETE CASCADE);",
+      "ALTER TABLE Trial ADD COLUMN last_seen_timestamp VARCHAR(40);"
+      "CREATE INDEX trial_dispatched ON Trial (job_id) WHERE status = 'Dispatched';",
   };
 }
 
@@ -121,8 +125,9 @@ std::optional<std::int64_t> seed_column(const std::optional<std::uint64_t>& seed
   return v;
 }
 
-std::string now_iso8601() {
-  const auto now = std::chrono::system_clock::now();
+std::string now_iso8601() { return iso8601(std::chrono::system_clock::now()); }
+
+std::string iso8601(std::chrono::system_clock::time_point now) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
   const std::time_t secs = static_cast<std::time_t>(us / 1000000);
   std::tm tm{};

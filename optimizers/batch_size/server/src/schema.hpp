@@ -2,6 +2,7 @@
 // The tables of Zeus's batch-size server (Job, BatchSize, GaussianTsArmState, Trial) plus erg's
 // optimizer_state column, as migrations both databases run, and the row values both mirror.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,5 +37,8 @@ std::optional<std::int64_t> seed_column(const std::optional<std::uint64_t>& seed
 
 /// UTC now as ISO 8601 with microseconds.
 std::string now_iso8601();
+/// `t` as UTC ISO 8601 with microseconds ("2026-01-02T03:04:05.000006Z"): fixed width for years
+/// 1970 to 9999, so these strings sort as the times do (the trial timeout compares them).
+std::string iso8601(std::chrono::system_clock::time_point t);
 
 }  // namespace erg::batch_size::server::detail

@@ -4,10 +4,13 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+
+#include "schema.hpp"
 
 namespace erg::batch_size::server {
 namespace {
@@ -112,6 +115,49 @@ class Fields {
   if (!var##_r) return tl::unexpected(var##_r.error()); \
   auto var = *var##_r
 
+/// Whether `s` can be a job id in both databases: UTF-8 (PostgreSQL rejects other bytes in text)
+/// without NUL (neither a libpq parameter nor a C string can hold one). Bodies' strings are
+/// UTF-8 already (the JSON parser checks); query strings are raw bytes.
+bool storable(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == 0) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // Lead byte: its length and the smallest code point it may encode (no overlong forms).
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    std::uint32_t min = 0;
+    if ((c & 0xE0) == 0xC0) {
+      n = 2;
+      cp = c & 0x1FU;
+      min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 3;
+      cp = c & 0x0FU;
+      min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 4;
+      cp = c & 0x07U;
+      min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
 /// Parses a body into a JSON object; a 422 if it is not one.
 Parsed<json> object_body(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
@@ -142,6 +188,8 @@ Parsed<JobRequest> parse_job(std::string_view body) {
   ERG_TRY_FIELD(prefix, f.string("job_id_prefix", true));
   r.job_id = job_id;
   r.job_id_prefix = *prefix;
+  if (!storable(r.job_id_prefix)) return invalid("job_id_prefix", "job_id_prefix must not contain NUL");
+  if (r.job_id && !storable(*r.job_id)) return invalid("job_id", "job_id must not contain NUL");
   if (r.job_id_prefix.empty()) return invalid("job_id_prefix", "job_id_prefix must not be empty");
   if (r.job_id_prefix.size() > kMaxJobIdBytes - 9) return invalid("job_id_prefix", "job_id_prefix is too long");
   if (r.job_id) {
@@ -199,6 +247,7 @@ Parsed<JobRequest> parse_job(std::string_view body) {
   ERG_TRY_FIELD(model, f.string("gpu_model", true));
   if (model->empty() || model->size() > kMaxGpuModelBytes)
     return invalid("gpu_model", "gpu_model must be 1 to 30 bytes");
+  if (!storable(*model)) return invalid("gpu_model", "gpu_model must not contain NUL");
   r.gpu_model = *model;
   if (auto u = f.check_unknown(); !u) return tl::unexpected(u.error());
   if (auto v = validate(r.spec); !v) return invalid("body", v.error().message);
@@ -305,17 +354,24 @@ std::string generate_job_id(const std::string& prefix) {
 
 Reply store_error(const Error& e) { return error_reply(e.code == ErrorCode::kTimeout ? 503 : 500, e.message); }
 
-Reply ok_reply(int status, const json& body) { return Reply{status, body.dump()}; }
+/// JSON text of an answer. Answers echo what clients sent (a job id from a query string, a field
+/// name), which need not be UTF-8: invalid bytes become U+FFFD rather than an exception.
+std::string answer_text(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+Reply ok_reply(int status, const json& body) { return Reply{status, answer_text(body)}; }
 
 }  // namespace
 
-Reply error_reply(int status, std::string_view message) { return Reply{status, json{{"message", message}}.dump()}; }
+Reply error_reply(int status, std::string_view message) {
+  return Reply{status, answer_text(json{{"message", message}})};
+}
 
 Reply validation_reply(std::string_view field, std::string_view message, std::string_view location) {
   json loc = json::array({location});
   if (field != location) loc.push_back(field);
   json detail = json::array({json{{"loc", loc}, {"msg", message}, {"type", "value_error"}}});
-  return Reply{422, json{{"detail", detail}, {"message", std::string(field) + ": " + std::string(message)}}.dump()};
+  return Reply{422,
+               answer_text(json{{"detail", detail}, {"message", std::string(field) + ": " + std::string(message)}})};
 }
 
 Reply Service::register_job(std::string_view body) {
@@ -348,34 +404,56 @@ Reply Service::register_job(std::string_view body) {
   return ok_reply(201, job_json(job));
 }
 
-namespace {
-
-/// Loads, restores, lets `op` act on the optimizer and saves it if `op` says so — one transaction.
-/// `unknown_job_status` answers a job that does not exist.
+/// Loads, restores, fails the trials that timed out, lets `op` act on the optimizer and saves it
+/// if anything changed — one transaction. `unknown_job_status` answers a job that does not exist.
 template <class Op>
-Reply with_job(Store& store, const std::string& job_id, int unknown_job_status, Op op) {
-  auto tx = store.begin();
+Reply Service::with_job(const std::string& job_id, int unknown_job_status, Op op) {
+  // No job has such an id (registering one is refused), and the database may refuse the bytes.
+  if (!storable(job_id)) return error_reply(unknown_job_status, "unknown job " + job_id);
+  auto tx = store_.begin();
   if (!tx) return store_error(tx.error());
   auto job = (*tx)->load_job(job_id);
   if (!job) return store_error(job.error());
   if (!*job) return error_reply(unknown_job_status, "unknown job " + job_id);
   auto optimizer = Optimizer::restore((*job)->optimizer_state);
   if (!optimizer) return store_error(optimizer.error());
-  std::vector<int> touched;
+  const auto now = options_.clock();
+  const std::string now_text = detail::iso8601(now);
+  // The trial timeout, lazily: a trial whose client died without its end-of-trial PATCH (killed,
+  // node lost) is failed by the next request on its job, in that request's transaction, before
+  // the request acts (so a late report on it answers as for a failed trial).
+  std::vector<int> expired;
+  if (options_.trial_timeout.count() > 0) {
+    auto stale = (*tx)->stale_trials(job_id, detail::iso8601(now - options_.trial_timeout));
+    if (!stale) return store_error(stale.error());
+    for (int number : *stale) {
+      if (number < 1 || number > static_cast<int>(optimizer->trials().size())) continue;
+      if (optimizer->trials()[static_cast<std::size_t>(number - 1)].status != TrialStatus::kDispatched) continue;
+      if (auto r = optimizer->end_trial(number); !r) return store_error(r.error());
+      expired.push_back(number);
+    }
+  }
+  // What to save if `op` refuses: the expirations alone, not whatever `op` did before refusing.
+  std::optional<Optimizer> after_expiry;
+  if (!expired.empty()) after_expiry = *optimizer;
+  std::vector<int> touched = expired;
   bool changed = false;
   Reply reply = op(*optimizer, touched, changed);
-  if (reply.status >= 300 || !changed) return reply;
-  (*job)->optimizer_state = optimizer->save_state();
-  if (auto r = (*tx)->save_job(**job, *optimizer, touched); !r) return store_error(r.error());
+  const Optimizer* to_save = &*optimizer;
+  if (reply.status >= 300 || !changed) {
+    if (expired.empty()) return reply;
+    to_save = &*after_expiry;
+    touched = expired;
+  }
+  (*job)->optimizer_state = to_save->save_state();
+  if (auto r = (*tx)->save_job(**job, *to_save, touched, now_text); !r) return store_error(r.error());
   if (auto r = (*tx)->commit(); !r) return store_error(r.error());
   return reply;
 }
 
-}  // namespace
-
 Reply Service::get_batch_size(const std::optional<std::string>& job_id) {
   if (!job_id) return validation_reply("job_id", "field required", "query");
-  return with_job(store_, *job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(*job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     auto trial = o.predict();
     if (!trial) return error_reply(400, trial.error().message);
     touched.push_back(trial->trial_number);
@@ -389,7 +467,7 @@ Reply Service::report(std::string_view body) {
   auto req = parse_report(body);
   if (!req) return from_invalid(req.error());
   const auto& t = req->trial;
-  return with_job(store_, t.job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(t.job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     if (t.trial_number > static_cast<int>(o.trials().size()))
       return error_reply(404, "unknown trial " + std::to_string(t.trial_number) + " of job " + t.job_id);
     const Trial& before = o.trials()[static_cast<std::size_t>(t.trial_number - 1)];
@@ -403,7 +481,9 @@ Reply Service::report(std::string_view body) {
                                      .metric = req->metric,
                                      .current_epoch = req->current_epoch});
     if (!r) return error_reply(r.error().code == ErrorCode::kNotFound ? 404 : 400, r.error().message);
-    changed = !(o.trials()[static_cast<std::size_t>(t.trial_number - 1)] == snapshot);
+    // A report on a running trial is always written: it is the trial's last-seen time.
+    changed = snapshot.status == TrialStatus::kDispatched ||
+              !(o.trials()[static_cast<std::size_t>(t.trial_number - 1)] == snapshot);
     touched.push_back(t.trial_number);
     return ok_reply(200, json{{"stop_train", r->stop_train}, {"converged", r->converged}, {"message", r->message}});
   });
@@ -412,7 +492,7 @@ Reply Service::report(std::string_view body) {
 Reply Service::end_trial(std::string_view body) {
   auto req = parse_trial_body(body);
   if (!req) return from_invalid(req.error());
-  return with_job(store_, req->job_id, 404, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(req->job_id, 404, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     if (req->trial_number > static_cast<int>(o.trials().size()))
       return error_reply(404, "unknown trial " + std::to_string(req->trial_number) + " of job " + req->job_id);
     const Trial& t = o.trials()[static_cast<std::size_t>(req->trial_number - 1)];
@@ -429,6 +509,7 @@ Reply Service::end_trial(std::string_view body) {
 
 Reply Service::delete_job(const std::optional<std::string>& job_id) {
   if (!job_id) return validation_reply("job_id", "field required", "query");
+  if (!storable(*job_id)) return error_reply(404, "unknown job " + *job_id);
   auto tx = store_.begin();
   if (!tx) return store_error(tx.error());
   auto gone = (*tx)->delete_job(*job_id);

@@ -1,11 +1,24 @@
 // The SQLite store: one connection, writes serialized twice — an in-process mutex (so threads
 // do not spin on SQLite's busy handler) and BEGIN IMMEDIATE (so several processes on one file
-// do). WAL with synchronous=FULL: a commit is on disk when the request answers.
+// do). WAL with group commit: a transaction commits with synchronous=NORMAL (its WAL frames are
+// written, not yet synced), releases the database, and then waits for an fsync of the WAL file
+// that began after its commit; one fsync covers every transaction that committed before it
+// started. So a request is on disk when it answers, as with synchronous=FULL, but concurrent
+// requests share fsyncs and the next transaction runs while the last one's fsync is under way.
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 #include "erg/optimizers/batch_size/server/store.hpp"
@@ -88,13 +101,81 @@ std::string text(sqlite3_stmt* s, int col) {
   return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(s, col)) : std::string();
 }
 
+/// Group commit over the WAL file: transactions take a ticket once their COMMIT (or ROLLBACK)
+/// returned and wait until an fsync that started after their ticket completed. The first waiter
+/// that finds no fsync running does one for everybody waiting; the others sleep. Thread-safe.
+class GroupSync {
+ public:
+  /// `wal_fd`: an open descriptor of the database's -wal file (owned; closed on destruction).
+  explicit GroupSync(int wal_fd) : fd_(wal_fd) {}
+  GroupSync(const GroupSync&) = delete;
+  GroupSync& operator=(const GroupSync&) = delete;
+  ~GroupSync() { ::close(fd_); }
+
+  /// A ticket for writes (this process's, or another's that this one read) done before the call.
+  std::uint64_t ticket() {
+    std::lock_guard lock(mutex_);
+    return ++issued_;
+  }
+
+  /// Returns once the writes before `ticket` are on disk. kIo if an fsync that began after them
+  /// failed: after a failed fsync Linux may report a retry as successful although the pages were
+  /// dropped, so every ticket the failed fsync covered fails, and only later ones may succeed.
+  Result<void> wait(std::uint64_t ticket) {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      // Failure first: a later fsync's success says nothing of pages an earlier one dropped (and
+      // a ticket already synced before the failure may be refused too: conservative, and rare).
+      if (ticket <= failed_through_) return fail(ErrorCode::kIo, "sqlite: fsync of the WAL failed: " + failure_);
+      if (synced_ >= ticket) return ok();
+      if (syncing_) {
+        cv_.wait(lock);
+        continue;
+      }
+      syncing_ = true;
+      const std::uint64_t target = issued_;
+      lock.unlock();
+      // fdatasync: the WAL's data and its size, as SQLite syncs it itself.
+      const int rc = ::fdatasync(fd_);
+      const int err = errno;
+      lock.lock();
+      syncing_ = false;
+      if (rc == 0) {
+        synced_ = std::max(synced_, target);
+      } else {
+        failed_through_ = std::max(failed_through_, target);
+        failure_ = std::strerror(err);
+      }
+      cv_.notify_all();
+    }
+  }
+
+ private:
+  int fd_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::uint64_t issued_ = 0;
+  std::uint64_t synced_ = 0;
+  std::uint64_t failed_through_ = 0;
+  std::string failure_;
+  bool syncing_ = false;
+};
+
 class SqliteStore;
 
 class SqliteTransaction final : public Transaction {
  public:
-  SqliteTransaction(Db& db, std::unique_lock<std::mutex> lock) : db_(db), lock_(std::move(lock)) {}
+  SqliteTransaction(Db& db, GroupSync& sync, std::unique_lock<std::mutex> lock)
+      : db_(db), sync_(sync), lock_(std::move(lock)) {}
   ~SqliteTransaction() override {
-    if (!done_) (void)db_.exec("ROLLBACK");
+    if (done_) return;
+    (void)db_.exec("ROLLBACK");
+    // What this transaction read (another request's commit, maybe another server's) may not be
+    // on disk yet: its answer waits for that too. An fsync error cannot be reported from here;
+    // it only concerns an answer that changed nothing.
+    const std::uint64_t t = sync_.ticket();
+    lock_.unlock();
+    (void)sync_.wait(t);
   }
 
   Result<std::optional<JobRecord>> load_job(std::string_view job_id) override {
@@ -168,8 +249,8 @@ class SqliteTransaction final : public Transaction {
     return ok();
   }
 
-  Result<void> save_job(const JobRecord& job, const Optimizer& optimizer,
-                        const std::vector<int>& touched_trials) override {
+  Result<void> save_job(const JobRecord& job, const Optimizer& optimizer, const std::vector<int>& touched_trials,
+                        std::string_view now_text) override {
     const JobState st = detail::job_state(optimizer);
     auto s = db_.prepare(
         "UPDATE Job SET mab_random_generator_state = ?, exp_default_batch_size = ?, stage = ?, min_cost = ?,"
@@ -184,16 +265,17 @@ class SqliteTransaction final : public Transaction {
     bind_value(*s, 7, job.job_id);
     if (sqlite3_step(*s) != SQLITE_DONE) return fail(db_.error("update job"));
     if (sqlite3_changes(db_.get()) != 1) return fail(ErrorCode::kNotFound, "job " + job.job_id + " is gone");
-    const std::string now = detail::now_iso8601();
+    const std::string now(now_text);
     for (int number : touched_trials) {
       if (number < 1 || number > static_cast<int>(optimizer.trials().size())) continue;
       const Trial& t = optimizer.trials()[static_cast<std::size_t>(number - 1)];
       auto u = db_.prepare(
           "INSERT INTO Trial (job_id, trial_number, batch_size, start_timestamp, type, status, end_timestamp, time,"
-          " energy, converged) VALUES (?,?,?,?,?,?,?,?,?,?)"
+          " energy, converged, last_seen_timestamp) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
           " ON CONFLICT (job_id, trial_number) DO UPDATE SET status = excluded.status,"
           " end_timestamp = COALESCE(Trial.end_timestamp, excluded.end_timestamp), time = excluded.time,"
-          " energy = excluded.energy, converged = excluded.converged");
+          " energy = excluded.energy, converged = excluded.converged,"
+          " last_seen_timestamp = excluded.last_seen_timestamp");
       if (!u) return fail(u.error());
       bind_value(*u, 1, job.job_id);
       bind_value(*u, 2, t.trial_number);
@@ -205,6 +287,7 @@ class SqliteTransaction final : public Transaction {
       bind_value(*u, 8, t.time_s);
       bind_value(*u, 9, t.energy_j);
       bind_value(*u, 10, t.converged);
+      bind_value(*u, 11, now);
       if (sqlite3_step(*u) != SQLITE_DONE) return fail(db_.error("upsert trial"));
     }
     if (const GaussianTs* mab = optimizer.mab()) {
@@ -227,6 +310,22 @@ class SqliteTransaction final : public Transaction {
     return ok();
   }
 
+  Result<std::vector<int>> stale_trials(std::string_view job_id, std::string_view seen_before) override {
+    // Rows from schema version 1 have no last-seen time: their start time stands in for it.
+    auto s = db_.prepare(
+        "SELECT trial_number FROM Trial WHERE job_id = ? AND status = 'Dispatched'"
+        " AND COALESCE(last_seen_timestamp, start_timestamp) < ? ORDER BY trial_number");
+    if (!s) return fail(s.error());
+    bind_value(*s, 1, job_id);
+    bind_value(*s, 2, seen_before);
+    std::vector<int> out;
+    int rc = SQLITE_ROW;
+    while ((rc = sqlite3_step(*s)) == SQLITE_ROW) out.push_back(sqlite3_column_int(*s, 0));
+    if (rc != SQLITE_DONE) return fail(db_.error("stale trials"));
+    sqlite3_reset(*s);
+    return out;
+  }
+
   Result<bool> delete_job(std::string_view job_id) override {
     auto s = db_.prepare("DELETE FROM Job WHERE job_id = ?");
     if (!s) return fail(s.error());
@@ -237,32 +336,50 @@ class SqliteTransaction final : public Transaction {
 
   Result<void> commit() override {
     auto r = db_.exec("COMMIT");
-    if (r) done_ = true;
-    return r;
+    if (!r) return r;
+    done_ = true;
+    const std::uint64_t t = sync_.ticket();
+    lock_.unlock();  // the next transaction runs while this one's fsync is under way
+    return sync_.wait(t);
   }
 
  private:
   Db& db_;
+  GroupSync& sync_;
   std::unique_lock<std::mutex> lock_;
   bool done_ = false;
 };
 
 class SqliteStore final : public Store {
  public:
-  SqliteStore(std::unique_ptr<Db> db, int version) : db_(std::move(db)), version_(version) {}
+  SqliteStore(std::unique_ptr<Db> db, int wal_fd, int version) : db_(std::move(db)), sync_(wal_fd), version_(version) {}
 
   Result<std::unique_ptr<Transaction>> begin() override {
     std::unique_lock lock(mutex_);
     if (auto r = db_->exec("BEGIN IMMEDIATE"); !r) return fail(r.error());
-    return std::unique_ptr<Transaction>(std::make_unique<SqliteTransaction>(*db_, std::move(lock)));
+    return std::unique_ptr<Transaction>(std::make_unique<SqliteTransaction>(*db_, sync_, std::move(lock)));
   }
   [[nodiscard]] int schema_version() const override { return version_; }
 
  private:
   std::mutex mutex_;
   std::unique_ptr<Db> db_;
+  GroupSync sync_;
   int version_;
 };
+
+/// fsyncs the directory holding `file`, so a file just created there survives a power loss.
+Result<void> sync_directory(const std::string& file) {
+  auto dir = std::filesystem::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return fail(ErrorCode::kUnavailable, "cannot open " + dir.string() + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return fail(ErrorCode::kUnavailable, "cannot fsync " + dir.string() + ": " + std::strerror(err));
+  return ok();
+}
 
 }  // namespace
 
@@ -296,7 +413,22 @@ Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path) {
     if (auto r = db->exec("PRAGMA user_version = " + std::to_string(version + 1)); !r) return fail(r.error());
   }
   if (auto r = db->exec("COMMIT"); !r) return fail(ErrorCode::kUnavailable, r.error().message);
-  return std::unique_ptr<Store>(std::make_unique<SqliteStore>(std::move(db), version));
+  // From here commits are synced by GroupSync (see the top of this file): SQLite writes the WAL
+  // without syncing it, and every request waits for an fsync of the WAL before it answers. The
+  // -wal file exists while a connection (this one) is open, so the descriptor stays valid; the
+  // directory is synced once so a -wal file created just now is found after a power loss.
+  const std::string wal = path + "-wal";
+  const int wal_fd = ::open(wal.c_str(), O_RDWR | O_CLOEXEC);
+  if (wal_fd < 0) return fail(ErrorCode::kUnavailable, "sqlite: cannot open " + wal + ": " + std::strerror(errno));
+  if (auto r = sync_directory(wal); !r) {
+    ::close(wal_fd);
+    return fail(r.error());
+  }
+  if (auto r = db->exec("PRAGMA synchronous = NORMAL"); !r) {
+    ::close(wal_fd);
+    return fail(ErrorCode::kUnavailable, r.error().message);
+  }
+  return std::unique_ptr<Store>(std::make_unique<SqliteStore>(std::move(db), wal_fd, version));
 }
 
 Result<std::unique_ptr<Store>> open_store(std::string_view url) {

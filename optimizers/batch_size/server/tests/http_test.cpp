@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -32,11 +34,11 @@ using testing::TempDir;
 /// A store, service and server on a free loopback port, serving on a thread.
 class Running {
  public:
-  explicit Running(const std::string& url) {
+  explicit Running(const std::string& url, ServiceOptions options = {}) {
     auto s = open_store(url);
     EXPECT_TRUE(s) << s.error().message;
     store_ = std::move(*s);
-    service_ = std::make_unique<Service>(*store_);
+    service_ = std::make_unique<Service>(*store_, std::move(options));
     auto h = HttpServer::bind(*service_, HttpOptions{});
     EXPECT_TRUE(h) << h.error().message;
     http_ = std::move(*h);
@@ -154,14 +156,64 @@ TEST(BsoHttp, BadInputGetsItsStatusAndNeverTouchesTheJob) {
     ASSERT_TRUE(r) << text.substr(0, 80);
     EXPECT_EQ(r->status, status) << text.substr(0, 80) << " -> " << r->body;
   }
-  auto r = c.Get("/no/such/route");
+  // PATCH /trials: the same classes of bad input; unknown jobs and trials are 404 here.
+  const std::vector<std::pair<std::string, int>> trial_ids = {
+      {"", 422},
+      {"[]", 422},
+      {R"({"job_id":"test-x","batch_size":128})", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":1.0})", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":0})", 422},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":1,"status":"Failed"})", 422},
+      {R"({"job_id":"test-x","batch_size":64,"trial_number":1})", 404},
+      {R"({"job_id":"test-x","batch_size":128,"trial_number":2})", 404},
+      {R"({"job_id":"nope","batch_size":128,"trial_number":1})", 404},
+      {std::string(1 << 20, '['), 413},
+  };
+  for (const auto& [text, status] : trial_ids) {
+    auto r = c.Patch("/trials", text, "application/json");
+    ASSERT_TRUE(r) << text.substr(0, 80);
+    EXPECT_EQ(r->status, status) << text.substr(0, 80) << " -> " << r->body;
+    if (status == 422) {
+      // FastAPI's validation shape, which Zeus's client surfaces as is.
+      const auto j = json::parse(r->body);
+      ASSERT_TRUE(j["detail"].is_array()) << r->body;
+      EXPECT_EQ(j["detail"][0]["loc"][0], "body");
+      EXPECT_TRUE(j["detail"][0]["msg"].is_string());
+      EXPECT_TRUE(j["detail"][0]["type"].is_string());
+    } else if (status != 413) {
+      EXPECT_TRUE(json::parse(r->body)["message"].is_string()) << r->body;
+    }
+  }
+  // POST /jobs over the limit, and an existing id with an unknown field, change nothing either.
+  auto r = c.Post("/jobs", std::string(1 << 20, 'x'), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  auto extra = job_body("test-x");
+  extra["priority"] = 1;
+  r = c.Post("/jobs", extra.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(json::parse(r->body)["detail"][0]["loc"], (json{"body", "priority"}));
+  // A query value that is not UTF-8 names no job, and the answer is still JSON.
+  r = c.Get("/jobs/batch_size?job_id=test-x%FF");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(json::parse(r->body)["message"].is_string());
+  r = c.Delete("/jobs?job_id=%00");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  r = c.Get("/no/such/route");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_EQ(json::parse(r->body)["detail"], "Not Found");
   r = c.Get("/jobs/batch_size");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 422);
+  EXPECT_EQ(json::parse(r->body)["detail"][0]["loc"], (json{"query", "job_id"}));
   EXPECT_EQ(column(dir.path() / "bso.db", "SELECT optimizer_state FROM Job"), before);
+  EXPECT_EQ(column(dir.path() / "bso.db", "SELECT trial_number || ':' || status FROM Trial"),
+            std::vector<std::string>{"1:Dispatched"});
+  EXPECT_EQ(column(dir.path() / "bso.db", "SELECT COUNT(*) FROM Job"), std::vector<std::string>{"1"});
 }
 
 /// Clients run get_batch_size + report on one job through `ports` (round robin) until `reports`
@@ -338,7 +390,81 @@ TEST(BsoHttp, SigkillMidReportLosesNothingAndRestartContinuesTheSequence) {
   waitpid(pid2, &status, 0);
 }
 
+/// A client process killed after it got its batch size — a training job SIGKILLed (or its node
+/// lost) before it could send its end-of-trial PATCH — leaves its trial Dispatched until the
+/// trial timeout; then the next request on the job reads it Failed and pruning explores its
+/// batch size again. `query` reads the database at `url`.
+void killed_client_trial_fails_after_the_timeout(const std::string& url, const Query& query) {
+  auto now = std::make_shared<std::atomic<long long>>(1893456000);  // 2030, settable
+  ServiceOptions options;
+  options.trial_timeout = std::chrono::seconds(600);
+  options.clock = [now] { return std::chrono::system_clock::time_point(std::chrono::seconds(now->load())); };
+  Running server(url, options);
+  auto c = client(server.port());
+  ASSERT_EQ(c.Post("/jobs", job_body("test-kill").dump(), "application/json")->status, 201);
+
+  // The client: curl asks for the batch size, then the "training" runs until SIGKILL.
+  TempDir dir;
+  const auto answer = dir.path() / "trial.json";
+  const std::string script = "curl -sS 'http://127.0.0.1:" + std::to_string(server.port()) +
+                             "/jobs/batch_size?job_id=test-kill' > '" + answer.string() + ".part' && mv '" +
+                             answer.string() + ".part' '" + answer.string() + "' && exec sleep 600";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (!std::filesystem::exists(answer)) {
+    ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "the client exited before it got its batch size";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream in(answer);
+  const auto trial = json::parse(in);
+  EXPECT_EQ(trial, (json{{"job_id", "test-kill"}, {"batch_size", 128}, {"trial_number", 1}}));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  // Within the timeout the trial is still running: another node's run of the job is concurrent.
+  now->fetch_add(599);
+  auto g = c.Get("/jobs/batch_size?job_id=test-kill");
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->status, 200) << g->body;
+  EXPECT_EQ(json::parse(g->body), (json{{"job_id", "test-kill"}, {"batch_size", 128}, {"trial_number", 2}}));
+  EXPECT_EQ(query("SELECT type || ':' || status FROM Trial ORDER BY trial_number"),
+            (std::vector<std::string>{"Exploration:Dispatched", "Concurrent:Dispatched"}));
+  // Past it: the next request fails trial 1 in its transaction, and explores 128 again.
+  now->fetch_add(2);
+  g = c.Get("/jobs/batch_size?job_id=test-kill");
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->status, 200) << g->body;
+  EXPECT_EQ(json::parse(g->body), (json{{"job_id", "test-kill"}, {"batch_size", 128}, {"trial_number", 3}}));
+  EXPECT_EQ(query("SELECT type || ':' || status FROM Trial ORDER BY trial_number"),
+            (std::vector<std::string>{"Exploration:Failed", "Concurrent:Dispatched", "Exploration:Dispatched"}));
+  // The killed client's report, had it come back, is one on a failed trial.
+  auto r = c.Post("/report", report_body("test-kill", 128, 1, 10, true).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+}
+
+TEST(BsoHttp, KilledClientsTrialIsFailedAfterTheTrialTimeoutSqlite) {
+  TempDir dir;
+  const auto db = dir.path() / "bso.db";
+  killed_client_trial_fails_after_the_timeout("sqlite://" + db.string(),
+                                              [&](const std::string& sql) { return column(db, sql); });
+}
+
 #ifdef ERG_BSO_POSTGRES
+TEST(BsoHttp, KilledClientsTrialIsFailedAfterTheTrialTimeoutPostgres) {
+  auto& pg = testing::Postgres::shared();
+  ASSERT_EQ(pg.error(), "");
+  const std::string url = pg.fresh_database();
+  killed_client_trial_fails_after_the_timeout(
+      url, [&](const std::string& sql) { return testing::Postgres::column(url, sql); });
+}
+
 TEST(BsoHttp, ThirtyTwoClientsOnTwoServerProcessesSharingOnePostgresDatabase) {
   auto& pg = testing::Postgres::shared();
   ASSERT_EQ(pg.error(), "");

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <regex>
 #include <tuple>
 
@@ -139,6 +142,30 @@ TEST_P(ServiceTest, ValidationAnswers422WithFastApiShape) {
     EXPECT_EQ(service_->register_job(text).status, 422) << text;
   // Nothing was stored by any of them.
   EXPECT_EQ(service_->get_batch_size("test-v").status, 400);
+  EXPECT_EQ(column("SELECT COUNT(*) FROM Job"), std::vector<std::string>{"0"});
+}
+
+TEST_P(ServiceTest, InvalidUtf8InIdsAndFieldNamesAnswersJson) {
+  // A query string is raw bytes: the answers that echo it must still be JSON (found by bso_fuzz:
+  // the error message threw while being serialized).
+  const std::string bad = "op\x9a\x8a";
+  for (const Reply& r : {service_->get_batch_size(bad), service_->delete_job(bad)}) {
+    EXPECT_TRUE(r.status == 400 || r.status == 404) << r.status;
+    const auto j = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    EXPECT_NE(j["message"].get<std::string>().find("op\xef\xbf\xbd"), std::string::npos);  // U+FFFD
+  }
+  // A body with an invalid byte in a string is not JSON at all: 422.
+  EXPECT_EQ(service_->report("{\"job_id\":\"\xff\"}").status, 422);
+  // NUL cannot be stored (PostgreSQL text, libpq parameters): refused at registration, and no
+  // job has it in its id.
+  for (const char* field : {"job_id", "job_id_prefix", "gpu_model"}) {
+    auto body = job_body("test-n");
+    body[field] = std::string("test-\0n", 7);
+    EXPECT_EQ(service_->register_job(body.dump()).status, 422) << field;
+  }
+  EXPECT_EQ(service_->get_batch_size(std::string("test-\0n", 7)).status, 400);
+  EXPECT_EQ(service_->report(report_body(std::string("test-\0n", 7), 128, 1, 10, true).dump()).status, 400);
   EXPECT_EQ(column("SELECT COUNT(*) FROM Job"), std::vector<std::string>{"0"});
 }
 
@@ -325,6 +352,162 @@ TEST_P(ServiceTest, ReopenedStoreContinuesTheSameSequence) {
     service_->report(report_body("test-s", a["batch_size"], a["trial_number"], 9.0 + i % 4, true).dump());
     uninterrupted.report(report_body("test-s", b["batch_size"], b["trial_number"], 9.0 + i % 4, true).dump());
   }
+}
+
+/// A settable wall clock for the trial timeout: seconds since the epoch, starting in 2030.
+struct FakeClock {
+  std::shared_ptr<std::atomic<long long>> seconds = std::make_shared<std::atomic<long long>>(1893456000);
+  ServiceOptions options(std::chrono::seconds timeout) const {
+    ServiceOptions o;
+    o.trial_timeout = timeout;
+    o.clock = [s = seconds] { return std::chrono::system_clock::time_point(std::chrono::seconds(s->load())); };
+    return o;
+  }
+  void advance(long long by) const { *seconds += by; }
+};
+
+TEST_P(ServiceTest, TrialTimeoutFailsASilentTrialExactlyAsEndTrialWould) {
+  // Job A's client dies silently; job B's (the same spec and seed) ends its trial with PATCH
+  // /trials. After the timeout A must read as B does and then get the same batch sizes.
+  const FakeClock clock;
+  Service svc(*store_, clock.options(std::chrono::seconds(100)));
+  ASSERT_EQ(svc.register_job(job_body("test-ta").dump()).status, 201);
+  ASSERT_EQ(svc.register_job(job_body("test-tb").dump()).status, 201);
+  auto get = [&](const std::string& job) {
+    auto r = svc.get_batch_size(job);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body);
+  };
+  auto statuses = [&](const std::string& job) {
+    return column("SELECT status FROM Trial WHERE job_id = '" + job + "' ORDER BY trial_number");
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(get("test-ta"), (json{{"job_id", "test-ta"}, {"batch_size", 128}, {"trial_number", 1}}));
+  EXPECT_EQ(get("test-tb")["trial_number"], 1);
+  // A's client reports once at 60 s (it keeps training), then goes silent.
+  clock.advance(60);
+  auto r = svc.report(report_body("test-ta", 128, 1, 10, false, 1).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["stop_train"], false);
+  // 150 s after dispatch but 90 s after its report: still running, so the next run of the job is
+  // a concurrent one. B does the same, then its first client ends its trial.
+  clock.advance(90);
+  EXPECT_EQ(get("test-ta"), (json{{"job_id", "test-ta"}, {"batch_size", 128}, {"trial_number", 2}}));
+  EXPECT_EQ(statuses("test-ta"), (V{"Dispatched", "Dispatched"}));
+  EXPECT_EQ(get("test-tb")["trial_number"], 2);
+  ASSERT_EQ(svc.end_trial(json{{"job_id", "test-tb"}, {"batch_size", 128}, {"trial_number", 1}}.dump()).status, 200);
+  // 101 s after A's report: the next request on A fails trial 1 first, so pruning explores 128
+  // again (an Exploration, not another Concurrent trial), exactly as for B.
+  clock.advance(11);
+  const auto a3 = get("test-ta");
+  const auto b3 = get("test-tb");
+  EXPECT_EQ(a3, (json{{"job_id", "test-ta"}, {"batch_size", 128}, {"trial_number", 3}}));
+  EXPECT_EQ(b3["batch_size"], a3["batch_size"]);
+  EXPECT_EQ(statuses("test-ta"), (V{"Failed", "Dispatched", "Dispatched"}));  // trial 2: seen 11 s ago
+  EXPECT_EQ(statuses("test-ta"), statuses("test-tb"));
+  EXPECT_EQ(column("SELECT type FROM Trial WHERE job_id = 'test-ta' ORDER BY trial_number"),
+            (V{"Exploration", "Concurrent", "Exploration"}));
+  EXPECT_EQ(column("SELECT CAST((end_timestamp IS NOT NULL) AS INTEGER) FROM Trial WHERE job_id = 'test-ta' AND "
+                   "trial_number = 1"),
+            V{"1"});
+  // The source of truth agrees with the mirror.
+  const auto state = json::parse(column("SELECT optimizer_state FROM Job WHERE job_id = 'test-ta'").at(0));
+  EXPECT_EQ(state["trials"][0]["status"], "failed");
+  // The dead client's late report is a report on a failed trial (400); its PATCH changes nothing.
+  EXPECT_EQ(svc.report(report_body("test-ta", 128, 1, 10, true, 2).dump()).status, 400);
+  EXPECT_EQ(svc.end_trial(json{{"job_id", "test-ta"}, {"batch_size", 128}, {"trial_number", 1}}.dump()).status, 200);
+  EXPECT_EQ(statuses("test-ta"), (V{"Failed", "Dispatched", "Dispatched"}));
+
+  // Both jobs go on identically through pruning into the bandit (the clock stands still, so
+  // nothing else times out): the killed trial counted exactly as a failed one.
+  auto run = [&](const std::string& job, int n, double cost, bool converged) {
+    auto rr = svc.report(report_body(job, 128, n, cost, converged).dump());
+    EXPECT_EQ(rr.status, 200) << rr.body;
+  };
+  for (const char* job : {"test-ta", "test-tb"}) {
+    run(job, 2, 10, true);
+    run(job, 3, 10, true);
+  }
+  auto step = [&](const std::string& job) {
+    const auto t = get(job);
+    const int bs = t["batch_size"];
+    auto rr = svc.report(report_body(job, bs, t["trial_number"], 8.0 + 1000.0 / bs, bs >= 16).dump());
+    EXPECT_EQ(rr.status, 200) << rr.body;
+    return t;
+  };
+  for (int i = 0; i < 14; ++i) {
+    const auto a = step("test-ta");
+    const auto b = step("test-tb");
+    EXPECT_EQ(a["batch_size"], b["batch_size"]) << "step " << i;
+    EXPECT_EQ(a["trial_number"], b["trial_number"]) << "step " << i;
+  }
+  ASSERT_EQ(column("SELECT stage FROM Job WHERE job_id = 'test-ta'"), V{"MAB"});
+  // In the bandit stage: a silent trial fails without touching its arm, as an ended one does.
+  const std::string arms_sql =
+      "SELECT batch_size || ':' || num_observations || ':' || param_mean FROM GaussianTsArmState WHERE job_id = '";
+  const auto arms_before = column(arms_sql + "test-ta' ORDER BY batch_size");
+  const auto ma = get("test-ta");
+  const auto mb = get("test-tb");
+  ASSERT_EQ(ma["batch_size"], mb["batch_size"]);
+  clock.advance(101);
+  ASSERT_EQ(svc.end_trial(mb.dump()).status, 200);
+  EXPECT_EQ(column("SELECT status FROM Trial WHERE job_id = 'test-ta' AND trial_number = " + ma["trial_number"].dump()),
+            V{"Dispatched"});  // nothing has asked about A since
+  for (int i = 0; i < 6; ++i) {
+    const auto a = step("test-ta");
+    if (i == 0) {
+      EXPECT_EQ(
+          column("SELECT status FROM Trial WHERE job_id = 'test-ta' AND trial_number = " + ma["trial_number"].dump()),
+          V{"Failed"});
+    }
+    const auto b = step("test-tb");
+    EXPECT_EQ(a["batch_size"], b["batch_size"]) << "bandit step " << i;
+  }
+  EXPECT_EQ(column(arms_sql + "test-ta' ORDER BY batch_size"), column(arms_sql + "test-tb' ORDER BY batch_size"));
+  EXPECT_NE(column(arms_sql + "test-ta' ORDER BY batch_size"), arms_before);  // the six reports did count
+}
+
+TEST_P(ServiceTest, SchemaOneDatabaseMigratesAndItsTrialsTimeOutFromTheirStart) {
+  const FakeClock clock;
+  {
+    Service svc(*store_, clock.options(std::chrono::seconds(100)));
+    ASSERT_EQ(svc.register_job(job_body("test-m").dump()).status, 201);
+    ASSERT_EQ(svc.get_batch_size("test-m").status, 200);
+  }
+  // Take the database back to schema version 1 (no last-seen column, no index), as a server
+  // before the trial timeout left it.
+  service_.reset();
+  store_.reset();
+  column("DROP INDEX trial_dispatched");
+  column("ALTER TABLE Trial DROP COLUMN last_seen_timestamp");
+  column(GetParam() == "sqlite" ? "PRAGMA user_version = 1" : "UPDATE erg_schema_version SET version = 1");
+  auto s = open_store(url_);
+  ASSERT_TRUE(s) << s.error().message;
+  store_ = std::move(*s);
+  EXPECT_EQ(store_->schema_version(), 2);
+  Service svc(*store_, clock.options(std::chrono::seconds(100)));
+  clock.advance(50);
+  EXPECT_EQ(json::parse(svc.get_batch_size("test-m").body)["trial_number"], 2);
+  EXPECT_EQ(column("SELECT COALESCE(last_seen_timestamp, 'none') FROM Trial ORDER BY trial_number").at(0), "none");
+  // The old trial's start time stands in for its last-seen time.
+  clock.advance(51);
+  EXPECT_EQ(svc.get_batch_size("test-m").body,
+            (json{{"job_id", "test-m"}, {"batch_size", 128}, {"trial_number", 3}}).dump());
+  EXPECT_EQ(column("SELECT status FROM Trial ORDER BY trial_number"),
+            (std::vector<std::string>{"Failed", "Dispatched", "Dispatched"}));
+}
+
+TEST_P(ServiceTest, TrialTimeoutZeroNeverFailsATrial) {
+  const FakeClock clock;
+  Service svc(*store_, clock.options(std::chrono::seconds(0)));
+  ASSERT_EQ(svc.register_job(job_body("test-t0").dump()).status, 201);
+  ASSERT_EQ(svc.get_batch_size("test-t0").status, 200);
+  clock.advance(10LL * 365 * 24 * 3600);
+  auto t2 = json::parse(svc.get_batch_size("test-t0").body);
+  EXPECT_EQ(t2["trial_number"], 2);
+  EXPECT_EQ(column("SELECT type || ':' || status FROM Trial ORDER BY trial_number"),
+            (std::vector<std::string>{"Exploration:Dispatched", "Concurrent:Dispatched"}));
+  EXPECT_EQ(svc.report(report_body("test-t0", 128, 1, 10, true).dump()).status, 200);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ServiceTest, ::testing::Values("sqlite", "postgresql"),

@@ -10,6 +10,8 @@
 /// missing, mistyped or unknown fields, or values outside their ranges answer 422 with FastAPI's
 /// shape, `{"detail": [{"loc": [...], "msg": "...", "type": "..."}], "message": "..."}`.
 
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,10 +25,26 @@ struct Reply {
   std::string body;  ///< JSON text.
 };
 
+/// How long a Dispatched trial may go without a report before the server marks it Failed: a
+/// day. A trial reports after each evaluation (Zeus's client: each epoch), so a live trial is
+/// silent for at most one epoch plus start-up; failing a live one costs that whole training run
+/// (its next report answers 400), so the default is far above any epoch a recurring job has.
+inline constexpr std::chrono::seconds kDefaultTrialTimeout{24 * 3600};
+
+struct ServiceOptions {
+  /// A Dispatched trial that was dispatched or last reported longer ago than this is marked
+  /// Failed, exactly as PATCH /trials would mark it (a client killed before its end-of-trial
+  /// PATCH). Checked in the transaction of every request on its job, so several servers on one
+  /// database agree; their clocks should agree too (skew adds to the timeout). Zero disables.
+  std::chrono::seconds trial_timeout = kDefaultTrialTimeout;
+  /// The wall clock the timeout reads (tests substitute their own). Called from many threads.
+  std::function<std::chrono::system_clock::time_point()> clock = [] { return std::chrono::system_clock::now(); };
+};
+
 class Service {
  public:
   /// `store` must outlive the service.
-  explicit Service(Store& store) : store_(store) {}
+  explicit Service(Store& store, ServiceOptions options = {}) : store_(store), options_(std::move(options)) {}
 
   /// POST /jobs with a JobSpecFromClient: 201 created, 200 the same job exists, 409 a job with
   /// this id and another spec exists, 422 invalid. The body answers the job with its id (a
@@ -42,7 +60,11 @@ class Service {
   Reply delete_job(const std::optional<std::string>& job_id);
 
  private:
+  template <class Op>
+  Reply with_job(const std::string& job_id, int unknown_job_status, Op op);
+
   Store& store_;
+  ServiceOptions options_;
 };
 
 /// `{"message": message}` with `status`.

@@ -38,9 +38,13 @@ class Transaction {
   /// Inserts a new job and its batch sizes. kAlreadyExists if the id is taken.
   virtual Result<void> insert_job(const JobRecord& job) = 0;
   /// Writes the job's optimizer state back, with the trials numbered in `touched_trials`
-  /// and every bandit arm mirrored into their tables.
+  /// and every bandit arm mirrored into their tables. `now` (detail::iso8601) is the touched
+  /// trials' last-seen time, and the start time of new ones.
   virtual Result<void> save_job(const JobRecord& job, const Optimizer& optimizer,
-                                const std::vector<int>& touched_trials) = 0;
+                                const std::vector<int>& touched_trials, std::string_view now) = 0;
+  /// The numbers of the job's Dispatched trials last seen (dispatched or reported) before
+  /// `seen_before` (detail::iso8601), in ascending order.
+  virtual Result<std::vector<int>> stale_trials(std::string_view job_id, std::string_view seen_before) = 0;
   /// Deletes the job and everything of it; false if there was none.
   virtual Result<bool> delete_job(std::string_view job_id) = 0;
   /// Makes the transaction durable (the database's fsync on commit).
@@ -59,7 +63,7 @@ class Store {
 };
 
 /// The schema version this build migrates databases to.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 /// Opens `url` — `sqlite:///absolute/path.db`, `sqlite://relative.db`, or
 /// `postgresql://user@host:port/dbname` — creating or migrating its schema. kInvalidArgument for
