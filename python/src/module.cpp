@@ -97,7 +97,9 @@ void translate(std::exception_ptr p) {
 
 double seconds(std::chrono::nanoseconds ns) { return std::chrono::duration<double>(ns).count(); }
 std::chrono::nanoseconds nanos(double s) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+  // Rounded, not truncated: a time handed out as seconds (a sample's, from a timeline) must come
+  // back as the same nanosecond, or it lands 1 ns before the sample it names.
+  return std::chrono::round<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
 
 /// Discovery result shared by monitors created from it.
