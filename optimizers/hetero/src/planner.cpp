@@ -88,8 +88,9 @@ class Planner {
         return fail(ErrorCode::kInvalidArgument, who(i, s) + ": the profile has no configurations");
       if (!p->any_feasible())
         return fail(ErrorCode::kInvalidArgument,
-                    who(i, s) + ": the profile has no feasible configuration (every batch size × power limit is "
-                                "marked infeasible)");
+                    who(i, s) +
+                        ": the profile has no feasible configuration (every batch size × power limit is "
+                        "marked infeasible)");
       s.intervals = feasible_intervals(*p);
       s.lo = s.intervals.front().first;
       s.hi = s.intervals.back().second;
@@ -139,9 +140,9 @@ class Planner {
       work *= static_cast<double>(slots_[i].profile->power_limits.size());
     }
     if (work > static_cast<double>(kMaxBruteEvaluations))
-      return fail(ErrorCode::kInvalidArgument,
-                  "brute force would cost up to " + fmt(work) + " plans (limit " + fmt(kMaxBruteEvaluations) +
-                      "); use the heuristic, or fewer GPUs or a smaller grid");
+      return fail(ErrorCode::kInvalidArgument, "brute force would cost up to " + fmt(work) + " plans (limit " +
+                                                   fmt(kMaxBruteEvaluations) +
+                                                   "); use the heuristic, or fewer GPUs or a smaller grid");
     suffix_lo_.assign(n_ + 1, 0);
     suffix_hi_.assign(n_ + 1, 0);
     for (std::size_t i = n_; i-- > 0;) {
@@ -209,9 +210,9 @@ class Planner {
     std::vector<std::size_t> limits(n_);
     for (std::size_t i = 0; i < n_; ++i) {
       if (!in_domain(i, split[i]))
-        return fail(ErrorCode::kInvalidArgument,
-                    "baseline: the even share " + std::to_string(split[i]) + " is outside " + who(i, slots_[i]) +
-                        "'s feasible batch sizes " + intervals_text(slots_[i]));
+        return fail(ErrorCode::kInvalidArgument, "baseline: the even share " + std::to_string(split[i]) +
+                                                     " is outside " + who(i, slots_[i]) + "'s feasible batch sizes " +
+                                                     intervals_text(slots_[i]));
       const auto& p = *slots_[i].profile;
       bool found = false;
       for (std::size_t l = p.power_limits.size(); l-- > 0;)
@@ -221,8 +222,9 @@ class Planner {
           break;
         }
       if (!found)
-        return fail(ErrorCode::kInvalidArgument, "baseline: " + who(i, slots_[i]) + " has no feasible power limit at batch " +
-                                                     std::to_string(split[i]));
+        return fail(
+            ErrorCode::kInvalidArgument,
+            "baseline: " + who(i, slots_[i]) + " has no feasible power limit at batch " + std::to_string(split[i]));
     }
     ++evaluations_;
     return make_plan(split, limits, Method::kBaseline);
@@ -265,19 +267,22 @@ class Planner {
       hi += s.hi;
       contiguous = contiguous && s.contiguous;
     }
-    std::string ranges;
-    for (std::size_t i = 0; i < n_; ++i)
-      ranges += (ranges.empty() ? "" : "; ") + who(i, slots_[i]) + ": " + intervals_text(slots_[i]);
+    auto ranges_text = [&] {
+      std::string ranges;
+      for (std::size_t i = 0; i < n_; ++i)
+        ranges += (ranges.empty() ? "" : "; ") + who(i, slots_[i]) + ": " + intervals_text(slots_[i]);
+      return ranges;
+    };
     if (n < lo || n > hi)
       return fail(ErrorCode::kInvalidArgument,
                   "global batch " + std::to_string(n) + ": no split reaches it; these GPUs take between " +
                       std::to_string(lo) + " and " + std::to_string(hi) +
-                      " samples per step (feasible per-GPU batch sizes: " + ranges + ")");
+                      " samples per step (feasible per-GPU batch sizes: " + ranges_text() + ")");
     if (!contiguous && !reachable_split())
       return fail(ErrorCode::kInvalidArgument, "global batch " + std::to_string(n) +
                                                    ": no split reaches it with every share feasible (feasible "
                                                    "per-GPU batch sizes: " +
-                                                   ranges + ")");
+                                                   ranges_text() + ")");
     return ok();
   }
 
@@ -318,11 +323,32 @@ class Planner {
     std::size_t limit;
     double time, own;
   };
+  // (interpolate() for every limit, with the bracketing batch sizes found once: the searches'
+  // inner loop.)
   void options_at(std::size_t i, int b, std::vector<Option>& out) const {
     out.clear();
     const auto& p = *slots_[i].profile;
-    for (std::size_t l = 0; l < p.power_limits.size(); ++l)
-      if (auto m = interpolate(p, b, l)) out.push_back({l, m->step_time.count(), own_cost(i, *m)});
+    const auto& bs = p.batch_sizes;
+    if (b < bs.front() || b > bs.back()) return;
+    const auto hi = static_cast<std::size_t>(std::lower_bound(bs.begin(), bs.end(), b) - bs.begin());
+    const double idle = slots_[i].idle, eta = req_.eta;
+    if (bs[hi] == b) {
+      for (std::size_t l = 0; l < p.power_limits.size(); ++l)
+        if (const auto& c = p.at(hi, l)) {
+          const double t = c->step_time.count();
+          out.push_back({l, t, eta * (c->avg_power.value() - idle) * t});
+        }
+      return;
+    }
+    const double w = static_cast<double>(b - bs[hi - 1]) / static_cast<double>(bs[hi] - bs[hi - 1]);
+    for (std::size_t l = 0; l < p.power_limits.size(); ++l) {
+      const auto& x = p.at(hi - 1, l);
+      const auto& y = p.at(hi, l);
+      if (!x || !y) continue;
+      const double t = x->step_time.count() + w * (y->step_time.count() - x->step_time.count());
+      const double pw = x->avg_power.value() + w * (y->avg_power.value() - x->avg_power.value());
+      out.push_back({l, t, eta * (pw - idle) * t});
+    }
   }
 
   void brute_shares(std::size_t i, long long remaining) {
@@ -533,7 +559,8 @@ class Planner {
       g.power_limit = slots_[i].profile->power_limits[limits[i]];
       g.step_time = ms[i].step_time;
       g.avg_power = ms[i].avg_power;
-      const double e = ms[i].avg_power.value() * ms[i].step_time.count() + slots_[i].idle * (t - ms[i].step_time.count());
+      const double e =
+          ms[i].avg_power.value() * ms[i].step_time.count() + slots_[i].idle * (t - ms[i].step_time.count());
       g.energy = Joules(e);
       energy += e;
       plan.gpus.push_back(std::move(g));
@@ -564,12 +591,9 @@ class Planner {
 
 std::string_view to_string(Method m) {
   switch (m) {
-    case Method::kBrute:
-      return "brute";
-    case Method::kHeuristic:
-      return "heuristic";
-    case Method::kBaseline:
-      return "baseline";
+    case Method::kBrute: return "brute";
+    case Method::kHeuristic: return "heuristic";
+    case Method::kBaseline: return "baseline";
   }
   return "unknown";
 }
@@ -602,12 +626,9 @@ Result<Plan> plan(const PlanRequest& request, Method method) {
   Planner p(request);
   if (auto v = p.prepare(); !v) return fail(v.error());
   switch (method) {
-    case Method::kBrute:
-      return p.brute();
-    case Method::kHeuristic:
-      return p.heuristic();
-    case Method::kBaseline:
-      return p.baseline();
+    case Method::kBrute: return p.brute();
+    case Method::kHeuristic: return p.heuristic();
+    case Method::kBaseline: return p.baseline();
   }
   return fail(ErrorCode::kInvalidArgument, "unknown method");
 }

@@ -54,8 +54,8 @@ std::string fmt(double v) {
   return buf;
 }
 
-constexpr std::array<std::string_view, 7> kColumns = {"gpu_type",    "batch_size",        "power_limit_w", "step_time_s",
-                                                      "avg_power_w", "max_power_limit_w", "idle_power_w"};
+constexpr std::array<std::string_view, 7> kColumns = {
+    "gpu_type", "batch_size", "power_limit_w", "step_time_s", "avg_power_w", "max_power_limit_w", "idle_power_w"};
 
 }  // namespace
 
@@ -88,12 +88,12 @@ Result<std::vector<ProfileRow>> parse_profile_rows(std::string_view csv, std::st
       continue;
     }
     if (cells.size() < *std::max_element(index.begin(), index.end()) + 1)
-      return fail(ErrorCode::kInvalidArgument, where + ": " + std::to_string(cells.size()) +
-                                                   " fields, the header names more");
+      return fail(ErrorCode::kInvalidArgument,
+                  where + ": " + std::to_string(cells.size()) + " fields, the header names more");
     auto field = [&](std::size_t c) { return cells[index[c]]; };
     auto bad = [&](std::size_t c, std::string_view why) {
-      return fail(ErrorCode::kInvalidArgument, where + ": column " + std::string(kColumns[c]) + ": " + std::string(why) +
-                                                   " (got '" + std::string(field(c)) + "')");
+      return fail(ErrorCode::kInvalidArgument, where + ": column " + std::string(kColumns[c]) + ": " +
+                                                   std::string(why) + " (got '" + std::string(field(c)) + "')");
     };
     auto positive = [&](std::size_t c) -> Result<double> {
       auto d = to_double(field(c));
@@ -127,8 +127,9 @@ Result<std::vector<ProfileRow>> parse_profile_rows(std::string_view csv, std::st
     const bool time_missing = is_infeasible_marker(field(3)), power_missing = is_infeasible_marker(field(4));
     if (time_missing != power_missing)
       return fail(ErrorCode::kInvalidArgument,
-                  where + ": step_time_s and avg_power_w must both be measured or both be marked infeasible "
-                          "(empty, nan or oom)");
+                  where +
+                      ": step_time_s and avg_power_w must both be measured or both be marked infeasible "
+                      "(empty, nan or oom)");
     if (!time_missing) {
       auto t = positive(3);
       if (!t) return fail(t.error());
@@ -139,8 +140,8 @@ Result<std::vector<ProfileRow>> parse_profile_rows(std::string_view csv, std::st
     rows.push_back(std::move(r));
   }
   if (!have_header)
-    return fail(ErrorCode::kInvalidArgument, std::string(source) + ": empty (expected the header " +
-                                                 std::string(kProfileHeader) + ")");
+    return fail(ErrorCode::kInvalidArgument,
+                std::string(source) + ": empty (expected the header " + std::string(kProfileHeader) + ")");
   return rows;
 }
 
@@ -169,8 +170,8 @@ Result<std::vector<Profile>> build_profiles(const std::vector<ProfileRow>& rows,
                                                      fmt(r->max_power_limit.value()) + ")");
       if (r->idle_power != p.idle_power)
         return fail(ErrorCode::kInvalidArgument, who + ": idle_power_w differs between rows (" +
-                                                     fmt(p.idle_power.value()) + " and " +
-                                                     fmt(r->idle_power.value()) + ")");
+                                                     fmt(p.idle_power.value()) + " and " + fmt(r->idle_power.value()) +
+                                                     ")");
       batches.insert(r->batch_size);
       limits.insert(r->power_limit.value());
     }
@@ -180,8 +181,8 @@ Result<std::vector<Profile>> build_profiles(const std::vector<ProfileRow>& rows,
     p.cells.assign(nb * np, std::nullopt);
     std::vector<bool> seen(nb * np, false);
     for (const auto* r : rs) {
-      auto b = static_cast<std::size_t>(
-          std::lower_bound(p.batch_sizes.begin(), p.batch_sizes.end(), r->batch_size) - p.batch_sizes.begin());
+      auto b = static_cast<std::size_t>(std::lower_bound(p.batch_sizes.begin(), p.batch_sizes.end(), r->batch_size) -
+                                        p.batch_sizes.begin());
       auto l = static_cast<std::size_t>(std::lower_bound(p.power_limits.begin(), p.power_limits.end(), r->power_limit) -
                                         p.power_limits.begin());
       const auto k = b * np + l;

@@ -1,6 +1,8 @@
 // The planner: brute force against an enumeration written here (its own interpolation and cost),
 // the heuristic and the baseline on the same grids, and the errors of bad requests.
 
+#include "erg/optimizers/hetero/planner.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,8 +10,6 @@
 #include <limits>
 #include <optional>
 #include <random>
-
-#include "erg/optimizers/hetero/planner.hpp"
 
 namespace erg::hetero {
 namespace {
@@ -147,7 +147,8 @@ TEST(HeteroPlanner, BruteForceIsExactOnSmallGrids) {
     Profile a = random_profile(rng, "A", {2, 5, 9}, {100, 150, 200}, oom);
     Profile b = random_profile(rng, "B", {1, 4, 8}, {60, 70}, oom);
     Profile c = random_profile(rng, "C", {3, 6}, {150, 250, 300}, oom);
-    std::vector<const Profile*> gpus = three ? std::vector<const Profile*>{&a, &b, &c} : std::vector<const Profile*>{&a, &b};
+    std::vector<const Profile*> gpus =
+        three ? std::vector<const Profile*>{&a, &b, &c} : std::vector<const Profile*>{&a, &b};
     const int n = 4 + static_cast<int>(rng() % 12);
     for (double eta : {0.0, 0.3, 1.0}) {
       const auto want = enumerate_all(gpus, n, eta);
@@ -178,8 +179,7 @@ TEST(HeteroPlanner, BaselineIsTheEvenSplitAtTheHighestLimit) {
   ASSERT_TRUE(p) << p.error().message;
   // 26 = 8 + 8 + 8 + 2: the remainder goes to the strongest GPUs first.
   std::vector<std::pair<double, std::size_t>> strength;
-  for (std::size_t i = 0; i < gpus.size(); ++i)
-    strength.emplace_back(16 / gpus[i]->cells.back()->step_time.count(), i);
+  for (std::size_t i = 0; i < gpus.size(); ++i) strength.emplace_back(16 / gpus[i]->cells.back()->step_time.count(), i);
   std::stable_sort(strength.begin(), strength.end(), [](auto x, auto y) { return x.first > y.first; });
   std::vector<int> want(3, 8);
   ++want[strength[0].second];

@@ -1,12 +1,12 @@
 // The profile format: parsing, grid checks and the errors that name their cause.
 
+#include "erg/optimizers/hetero/profile.hpp"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
-
-#include "erg/optimizers/hetero/profile.hpp"
 
 namespace erg::hetero {
 namespace {

@@ -10,9 +10,9 @@ namespace {
 // images; ImageNet-1k 1,281,167 images; LibriSpeech 960 h 281,241 utterances; MovieLens-1M
 // 1,000,209 ratings; Sentiment140 1,600,000 tweets; SQuAD v1.1 87,599 questions.
 double dataset_size(const std::string& dataset) {
-  static const std::map<std::string, double> sizes = {
-      {"cifar100", 50'000},    {"imagenet", 1'281'167},     {"librispeech", 281'241},
-      {"movielens-1m", 1'000'209}, {"sentiment140", 1'600'000}, {"squad", 87'599}};
+  static const std::map<std::string, double> sizes = {{"cifar100", 50'000},        {"imagenet", 1'281'167},
+                                                      {"librispeech", 281'241},    {"movielens-1m", 1'000'209},
+                                                      {"sentiment140", 1'600'000}, {"squad", 87'599}};
   auto it = sizes.find(dataset);
   if (it == sizes.end()) throw std::runtime_error("no dataset size for " + dataset);
   return it->second;

@@ -22,8 +22,7 @@ struct TraceWorkload {
 };
 
 /// The workloads traced on both GPUs (the optimizer: the first, alphabetically, on both).
-std::vector<TraceWorkload> common_workloads(const zeus_sim::Traces& traces, const std::string& a,
-                                            const std::string& b);
+std::vector<TraceWorkload> common_workloads(const zeus_sim::Traces& traces, const std::string& a, const std::string& b);
 
 /// Batch sizes of `w` that both GPUs traced at every one of their limits.
 std::set<int> common_batch_sizes(const zeus_sim::Traces& traces, const std::string& a, const std::string& b,

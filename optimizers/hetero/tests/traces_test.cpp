@@ -31,8 +31,8 @@ TEST(HeteroTraces, HeuristicWithinFivePercentOfBruteForce) {
   ASSERT_TRUE(dir) << dir.error().message;
   auto traces = zeus_sim::load_traces(*dir);
   ASSERT_TRUE(traces) << traces.error().message;
-  const std::vector<std::pair<std::string, std::string>> pairs = {{"v100", "a40"}, {"v100", "rtx6000"},
-                                                                  {"a40", "rtx6000"}};
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"v100", "a40"}, {"v100", "rtx6000"}, {"a40", "rtx6000"}};
   double worst = 0;
   std::string where;
   int cases = 0, baseline_worse = 0;
@@ -61,8 +61,8 @@ TEST(HeteroTraces, HeuristicWithinFivePercentOfBruteForce) {
             where = x + "+" + y + " " + w.dataset + "/" + w.network + "/" + w.optimizer + " N=" + std::to_string(n) +
                     " eta=" + std::to_string(eta);
           }
-          EXPECT_LE(gap, 0.05) << x << "+" << y << " " << w.dataset << " N=" << n << " eta=" << eta
-                               << ": heuristic " << heur->cost << " vs brute " << brute->cost;
+          EXPECT_LE(gap, 0.05) << x << "+" << y << " " << w.dataset << " N=" << n << " eta=" << eta << ": heuristic "
+                               << heur->cost << " vs brute " << brute->cost;
         }
       }
     }

@@ -73,7 +73,7 @@ struct Plan {
   Joules energy;              ///< Per step, all GPUs, waiting included.
   double cost = 0;            ///< η·E + (1 − η)·Σmax_power·T, per step (joules).
   double eta = 0.5;
-  Watts max_power_sum;       ///< Σ_i max_power_limit_i.
+  Watts max_power_sum;            ///< Σ_i max_power_limit_i.
   std::uint64_t evaluations = 0;  ///< Plans costed (a measure of the search's work).
 };
 
