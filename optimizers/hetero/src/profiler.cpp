@@ -35,14 +35,14 @@ Result<std::vector<std::pair<int, Watts>>> remaining_configurations(const Profil
   }
   std::set<std::pair<int, double>> have;
   for (const auto& r : done) {
-    const std::string row = "existing row " + r.gpu_type + " " + std::to_string(r.batch_size) + " @ " +
-                            fmt(r.power_limit.value()) + " W";
+    const std::string row =
+        "existing row " + r.gpu_type + " " + std::to_string(r.batch_size) + " @ " + fmt(r.power_limit.value()) + " W";
     if (r.gpu_type != grid.gpu_type)
       return fail(ErrorCode::kInvalidArgument, row + ": another GPU type than " + grid.gpu_type);
     if (r.max_power_limit != grid.max_power_limit || r.idle_power != grid.idle_power)
-      return fail(ErrorCode::kInvalidArgument,
-                  row + ": max_power_limit_w/idle_power_w differ from this run's (" + fmt(grid.max_power_limit.value()) +
-                      " W, " + fmt(grid.idle_power.value()) + " W)");
+      return fail(ErrorCode::kInvalidArgument, row + ": max_power_limit_w/idle_power_w differ from this run's (" +
+                                                   fmt(grid.max_power_limit.value()) + " W, " +
+                                                   fmt(grid.idle_power.value()) + " W)");
     if (!bs.contains(r.batch_size) || !ls.contains(r.power_limit.value()))
       return fail(ErrorCode::kInvalidArgument, row + ": outside the requested batch sizes × power limits");
     have.emplace(r.batch_size, r.power_limit.value());

@@ -8,9 +8,7 @@
 namespace erg::hetero {
 namespace {
 
-ProfileGrid grid() {
-  return ProfileGrid{"T4", {32, 8, 16}, {Watts(60), Watts(70)}, Watts(70), Watts(10)};
-}
+ProfileGrid grid() { return ProfileGrid{"T4", {32, 8, 16}, {Watts(60), Watts(70)}, Watts(70), Watts(10)}; }
 
 Measurement fake(int b, Watts l) { return Measurement{Seconds(0.01 * b * 70 / l.value()), Watts(l.value() - 2)}; }
 

@@ -19,7 +19,7 @@ namespace erg::hetero {
 /// What to profile.
 struct ProfileGrid {
   std::string gpu_type;
-  std::vector<int> batch_sizes;    ///< > 0, distinct.
+  std::vector<int> batch_sizes;     ///< > 0, distinct.
   std::vector<Watts> power_limits;  ///< > 0, distinct, at most max_power_limit.
   Watts max_power_limit;
   Watts idle_power;  ///< Measured by the caller (the GPU idle at its lowest clock) or given.
