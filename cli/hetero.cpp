@@ -19,6 +19,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,6 +216,38 @@ void add_plan_command(CLI::App& hetero, Context& ctx) {
   });
 }
 
+// SIGINT/SIGTERM during `erg hetero profile`: forwarded to the running CMD; erg then stops after
+// it has exited, restores the GPU's limit and exits 128 + the signal (the rows so far are kept).
+volatile sig_atomic_t g_profile_child = 0;
+volatile sig_atomic_t g_profile_signal = 0;
+
+void on_profile_signal(int sig) {
+  g_profile_signal = sig;
+  // CMD runs in its own process group: the signal reaches what a shell CMD started, too.
+  if (g_profile_child > 0) ::kill(-static_cast<pid_t>(g_profile_child), sig);
+}
+
+struct ProfileSignals {
+  struct sigaction old_int {};
+  struct sigaction old_term {};
+  ProfileSignals() {
+    g_profile_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_profile_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~ProfileSignals() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    g_profile_child = 0;
+  }
+  ProfileSignals(const ProfileSignals&) = delete;
+  ProfileSignals& operator=(const ProfileSignals&) = delete;
+};
+
 struct ProfileOpts {
   unsigned gpu = 0;
   std::vector<int> batch_sizes;
@@ -252,7 +285,12 @@ ConfigRun run_configuration(const ProfileOpts& o, int batch, measure::EnergyMoni
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = ::posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   for (const char* v : {"ERG_HETERO_FD", "ERG_HETERO_BATCH_SIZE", "ERG_HETERO_WARMUP_STEPS", "ERG_HETERO_MEASURE_STEPS",
                         "ERG_HETERO_GPU"})
     ::unsetenv(v);
@@ -261,6 +299,8 @@ ConfigRun run_configuration(const ProfileOpts& o, int batch, measure::EnergyMoni
     ::close(fds[0]);
     throw CliError{rc == ENOENT ? 127 : 126, "cannot run '" + o.command[0] + "': " + std::strerror(rc)};
   }
+  g_profile_child = pid;
+  if (g_profile_signal != 0) ::kill(-pid, g_profile_signal);  // arrived while it was starting
   ConfigRun run;
   const std::string window = "__erg_hetero_profile";
   unsigned steps = 0;
@@ -318,6 +358,7 @@ ConfigRun run_configuration(const ProfileOpts& o, int batch, measure::EnergyMoni
     if (w == pid) exited = true;
     if (w < 0 && errno != EINTR) break;
   }
+  g_profile_child = 0;
   ::close(fds[0]);
   if (open && !closed) {
     // CMD ended without "end" after its measured steps started: the window ends with it.
@@ -356,7 +397,8 @@ void add_profile_command(CLI::App& hetero, Context& ctx) {
       "and writes to the descriptor in ERG_HETERO_FD a line \"step\" at the beginning of every step, \"end\" "
       "after its last step, or \"oom\" when the configuration cannot run (recorded infeasible). On the "
       "simulator: erg simulate load --batch-size $ERG_HETERO_BATCH_SIZE --samples-per-s R --steps N. The "
-      "GPU's default power limit is restored at the end. See docs/hetero.md.\n");
+      "GPU's default power limit is restored at the end (also on SIGINT/SIGTERM, forwarded to CMD first; "
+      "the rows so far stay and a second run resumes). See docs/hetero.md.\n");
 
   cmd->callback([&ctx, o] {
     if (o->command.empty())
@@ -401,6 +443,7 @@ void add_profile_command(CLI::App& hetero, Context& ctx) {
     if (auto todo = hetero::remaining_configurations(grid, done); !todo)
       throw CliError{kExitUsage, o->out + ": " + todo.error().message};
 
+    ProfileSignals signals;
     std::ofstream out(o->out, std::ios::app);
     if (!out) throw CliError{kExitFailure, o->out + ": cannot write"};
     if (!resume) out << hetero::kProfileHeader << "\n" << std::flush;
@@ -410,9 +453,11 @@ void add_profile_command(CLI::App& hetero, Context& ctx) {
     } restore{gpu};
     unsigned ran = 0;
     auto run = [&](int b, Watts limit) -> Result<std::optional<hetero::Measurement>> {
+      if (g_profile_signal != 0) return fail(ErrorCode::kUnavailable, "stopped by a signal");
       if (auto r = gpu->set_power_limit(limit); !r) return fail(r.error());
       const ConfigRun c = run_configuration(*o, b, *monitor);
       ++ran;
+      if (g_profile_signal != 0) return fail(ErrorCode::kUnavailable, "stopped by a signal");
       if (c.oom) return std::optional<hetero::Measurement>();
       if (c.exit_code != 0)
         return fail(ErrorCode::kInvalidArgument, "'" + o->command[0] + "' exited with " + std::to_string(c.exit_code) +
@@ -438,6 +483,9 @@ void add_profile_command(CLI::App& hetero, Context& ctx) {
       return ok();
     };
     auto rows = hetero::run_profile(grid, done, run, sink);
+    if (const int sig = g_profile_signal; sig != 0)
+      throw CliError{128 + sig, "stopped by a signal; the rows measured so far are in " + o->out +
+                                    " (run the same command again to resume)"};
     if (!rows) throw CliError{rows.error().code == ErrorCode::kIo ? kExitFailure : kExitUsage, rows.error().message};
     std::cout << o->out << ": " << rows->size() << " configurations of " << grid.gpu_type << " (" << ran << " run now, "
               << done.size() << " resumed)" << (inventory->simulated ? " (simulated)" : "") << "\n";

@@ -94,3 +94,35 @@ def test_plan_from_the_cli(limits):
     assert sum(p.batch_size for p in parts) == 100
     with parts[0] as a10:
         assert limits.power_limit(0) == pytest.approx(a10.power_limit_w)
+
+
+def test_profile_cli_restores_the_limit_on_sigint(limits, tmp_path):
+    binary = os.environ.get("ERG_BINARY_DIR")
+    erg_bin = Path(binary) / "cli" / "erg" if binary else Path(erg.__path__[0]).parent.parent / "cli" / "erg"
+    if not erg_bin.exists():
+        pytest.skip("the erg binary is not built")
+    import signal
+    import time
+
+    default = limits.power_limit(3)
+    out = tmp_path / "a100.csv"
+    # A long job per configuration: erg is interrupted while the first one runs at 200 W.
+    cmd = [str(erg_bin), "hetero", "profile", "--gpu", "3", "--batch-sizes", "16,32", "--power-limits", "200",
+           "--idle-power", "55", "--out", str(out), "--", "sh", "-c",
+           f"{erg_bin} simulate load --gpus 3 --batch-size $ERG_HETERO_BATCH_SIZE --samples-per-s 1000 --steps 100000"]
+    p = subprocess.Popen(cmd, env=child_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while limits.power_limit(3) != 200.0:
+            assert p.poll() is None and time.monotonic() < deadline, "the limit was never set"
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "stopped by a signal" in err and "resume" in err
+    assert limits.power_limit(3) == pytest.approx(default)
+    assert out.read_text().splitlines() == [
+        "gpu_type,batch_size,power_limit_w,step_time_s,avg_power_w,max_power_limit_w,idle_power_w"]
