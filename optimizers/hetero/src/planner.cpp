@@ -433,6 +433,9 @@ class Planner {
   void refine(std::vector<int>& split, double& cost) {
     std::vector<std::size_t> limits(n_);
     int delta = std::max(1, req_.global_batch / 8);
+    // The move that would undo the last accepted one leads back to a costlier split: skipped
+    // (same result, fewer evaluations).
+    std::size_t undo_from = n_, undo_to = n_;
     for (;;) {
       bool improved = true;
       while (improved) {
@@ -440,12 +443,14 @@ class Planner {
         for (std::size_t from : by_strength_)
           for (std::size_t to : by_strength_) {
             if (from == to || split[from] - delta < slots_[from].lo || split[to] + delta > slots_[to].hi) continue;
+            if (from == undo_from && to == undo_to) continue;
             split[from] -= delta;
             split[to] += delta;
             const double c = split_cost(split, limits);
             if (c < cost * (1 - 1e-12)) {
               cost = c;
               improved = true;
+              undo_from = to, undo_to = from;
             } else {
               split[from] += delta;
               split[to] -= delta;
@@ -454,6 +459,7 @@ class Planner {
       }
       if (delta == 1) break;
       delta /= 2;
+      undo_from = undo_to = n_;  // a smaller step back may pay
     }
   }
 
