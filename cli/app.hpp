@@ -70,6 +70,9 @@ void add_simulate_zeus_command(CLI::App& simulate, Context& ctx);
 /// Registers `erg optimize` (power-limit).
 void add_optimize_command(CLI::App& app, Context& ctx);
 
+/// Registers `erg hetero` (heterogeneous GPUs: plan, profile; hetero.cpp).
+void add_hetero_command(CLI::App& app, Context& ctx);
+
 /// Registers `erg exporter` (the Prometheus pull exporter; exporter.cpp).
 void add_exporter_command(CLI::App& app, Context& ctx);
 

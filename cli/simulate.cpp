@@ -4,9 +4,15 @@
 //   erg simulate load --gpus 0,1 --util 0.8 --seconds 3 [--step-ms 230 --ripple 0.35 --duty 0.2]
 //   erg simulate load --profile steps.json
 //     {"steps": [{"seconds": 1, "util": 0.5, "gpus": [0], "step_ms": 230, "ripple": 0.35, "duty": 0.2}, ...]}
+//   erg simulate load --gpus 0 --batch-size 64 --samples-per-s 1200 [--overhead-s 0.005] --steps 30
+//     [--max-batch-size B]   (a training job whose step time depends on the batch: see below)
 //   erg simulate fault backwards|reset|error|errors3|timeout|lost|clear --gpus 0 [--joules 200]
 //   erg simulate zeus ... (simulate_zeus.cpp: replays Zeus's traces, needs no simulated machine)
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -89,6 +95,10 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     double step_ms = 0;
     double ripple = 0;
     double duty = 0.2;
+    int batch_size = 0;  // > 0: step mode
+    double samples_per_s = 0, overhead_s = 0.005;
+    unsigned steps = 10;
+    int max_batch_size = 0;  // > 0: larger batches "run out of memory"
   };
   auto opts = std::make_shared<Opts>();
   load->add_option("--gpus", opts->gpus, "GPUs to load (physical simulated indices, e.g. 0,1); default all")
@@ -106,6 +116,23 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
                    "A JSON load profile: {\"steps\": [{\"seconds\", \"util\", \"gpus\", \"step_ms\", \"ripple\", "
                    "\"duty\"}]}");
 
+  load->add_option("--batch-size", opts->batch_size,
+                   "Step mode: run --steps training steps of this many samples on one GPU; a step is "
+                   "overhead-s + batch-size / samples-per-s work units (1 unit = 1 s of the GPU fully busy at its "
+                   "highest clock), so its time depends on the batch, the SKU and the "
+                   "power limit (a steady fully busy load). Writes \"step\"/\"end\" lines to ERG_HETERO_FD when set "
+                   "(erg hetero profile)")
+      ->check(CLI::PositiveNumber);
+  load->add_option("--samples-per-s", opts->samples_per_s, "Step mode: the GPU's samples per work unit")
+      ->check(positive_number());
+  load->add_option("--overhead-s", opts->overhead_s,
+                   "Step mode: work units per step besides the samples (default 0.005)")
+      ->check(non_negative_number());
+  load->add_option("--steps", opts->steps, "Step mode: how many steps (default 10)")->check(CLI::PositiveNumber);
+  load->add_option("--max-batch-size", opts->max_batch_size,
+                   "Step mode: a larger batch does not fit: write \"oom\" and exit 0 without running")
+      ->check(CLI::PositiveNumber);
+
   load->callback([&ctx, opts] {
     // Before the machine's threads start (they inherit the blocked signals): SIGINT or SIGTERM
     // ends the load early, returns the GPUs to idle and exits 128 + the signal, as if killed,
@@ -115,6 +142,38 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     if (!ctx.machine)
       throw CliError{kExitUsage, "erg simulate needs a simulated machine: use --simulate SPEC or set ERG_SIMULATE"};
     auto& m = *ctx.machine;
+    if (opts->batch_size > 0) {
+      if (opts->samples_per_s <= 0) throw CliError{kExitUsage, "--batch-size needs --samples-per-s"};
+      if (opts->gpus.size() > 1) throw CliError{kExitUsage, "--batch-size runs steps on one GPU (--gpus N)"};
+      const unsigned g = opts->gpus.empty() ? 0 : opts->gpus[0];
+      if (g >= m.gpu_count())
+        throw CliError{kExitUsage, "GPU index " + std::to_string(g) + " is out of range (" +
+                                       std::to_string(m.gpu_count()) + " simulated GPUs)"};
+      int fd = -1;
+      if (const char* e = std::getenv("ERG_HETERO_FD"); e != nullptr && *e != '\0') fd = std::atoi(e);
+      auto say = [fd](const char* line) {
+        if (fd >= 0) (void)!::write(fd, line, std::strlen(line));
+      };
+      if (opts->max_batch_size > 0 && opts->batch_size > opts->max_batch_size) {
+        say("oom\n");
+        ctx.exit_code = kExitOk;
+        return;
+      }
+      const double work = opts->overhead_s + opts->batch_size / opts->samples_per_s;
+      // A steady, fully busy step: the training load's 230 ms ripple would restart with every
+      // (shorter) step and never reach its low part, so the GPU would run hotter than the power
+      // limit's controller (which plans for the ripple's mean activity) allows for.
+      const sim::Load busy{1.0};
+      std::optional<int> stopped_by;
+      for (unsigned s = 0; s < opts->steps && !stopped_by; ++s) {
+        say("step\n");
+        if (auto r = m.run_work(g, work, busy); !r) throw CliError{kExitFailure, r.error().message};
+        stopped_by = signals.wait(std::chrono::nanoseconds(0));
+      }
+      say("end\n");
+      ctx.exit_code = stopped_by ? 128 + *stopped_by : kExitOk;
+      return;
+    }
     std::vector<LoadStep> steps;
     if (!opts->profile.empty()) {
       steps = read_profile(opts->profile);

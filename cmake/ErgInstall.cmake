@@ -9,7 +9,7 @@ set(ERG_EXPORTED
   erg_sim_engine:sim_engine erg_sim_tree:sim_tree erg_sim:sim
   erg_protocol:protocol erg_client_conn:client_conn erg_client_remote:client_remote
   erg_devices:devices erg_batch_size:batch_size erg_zeus_sim:zeus_sim erg_profile:profile
-  erg_power_limit:power_limit)
+  erg_power_limit:power_limit erg_hetero:hetero)
 set(ERG_INSTALL_TARGETS)
 foreach(pair ${ERG_EXPORTED})
   string(REPLACE ":" ";" pair "${pair}")
@@ -28,7 +28,7 @@ install(TARGETS ${ERG_INSTALL_TARGETS} EXPORT ergTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 foreach(dir core backends backends/nvml backends/amdsmi backends/rapl measure sim protocol client devices
-    optimizers/batch_size optimizers/zeus_sim optimizers/profile optimizers/power_limit)
+    optimizers/batch_size optimizers/zeus_sim optimizers/profile optimizers/power_limit optimizers/hetero)
   if(EXISTS ${PROJECT_SOURCE_DIR}/${dir}/include/erg)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
             FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")

@@ -27,8 +27,8 @@ constexpr Sku make(std::string_view key, std::string_view name, unsigned arch) {
 // fully busy GPU; idle_w alone is a plausible idle board power.
 constexpr double kA = CalibrationLoad::kMeanActivity;
 
-constexpr std::array<Sku, 10> build() {
-  std::array<Sku, 10> t{};
+constexpr std::array<Sku, 12> build() {
+  std::array<Sku, 12> t{};
   {
     Sku s = make("V100", "Tesla V100-PCIE-32GB", kVolta);
     s.pci_device_id = 0x1db6;
@@ -164,12 +164,46 @@ constexpr std::array<Sku, 10> build() {
     s.memory_bound = 0.45;
     t[9] = s;
   }
+  // --- the inference/mixed-fleet parts of Zeus² (issue 21): A10 and T4 -----------------------
+  // Limits, clocks and PCI ids from NVIDIA's product briefs and nvidia-smi -q as commonly
+  // reported: A10 (GA102, Ampere) 150 W TDP, limits 100–150 W, boost 1695 MHz, GDDR6 at 6251 MHz;
+  // T4 (TU104, Turing) 70 W TDP, limits 60–70 W, boost 1590 MHz, GDDR6 at 5001 MHz. The lowest
+  // clocks, idle powers and the power shapes are assumptions: A10 takes A40's shape (the same
+  // GA102 die: ℓ, μ) and T4 RTX 6000's (Turing: ℓ, μ), scaled so that a training load demands
+  // more than the maximum limit (171 W and 90 W at f_max): both boards are known to run
+  // power-capped under load. Not calibrated against traces (there are none for them).
+  {
+    Sku s = make("A10", "NVIDIA A10", kAmpere);
+    s.pci_device_id = 0x2236;
+    s.has_average_power = true, s.memory_locked_clocks = true;
+    s.min_limit_w = 100, s.max_limit_w = 150, s.default_limit_w = 150;
+    s.max_sm_mhz = 1695, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
+    s.mem_clocks_mhz[0] = 6251, s.mem_clocks_mhz[1] = 405;
+    s.max_sm_at_low_mem_mhz = 645;
+    s.idle_w = 16.0, s.active_w = 30.0 / kA, s.dynamic_w = 125.0 / kA, s.linear_share = 0.761;
+    s.memory_bound = 0.487;
+    t[10] = s;
+  }
+  {
+    Sku s = make("T4", "Tesla T4", kTuring);
+    s.pci_device_id = 0x1eb8;
+    s.ga100_or_older = true;
+    s.min_limit_w = 60, s.max_limit_w = 70, s.default_limit_w = 70;
+    s.power_period_ms = 20;  // pre-Ampere: instant power every ~20 ms, as V100 and RTX 6000
+    s.instant_window_ms = 20;
+    s.max_sm_mhz = 1590, s.min_sm_mhz = 300, s.clock_step_mhz = 15;
+    s.mem_clocks_mhz[0] = 5001, s.mem_clocks_mhz[1] = 405;
+    s.max_sm_at_low_mem_mhz = 645;
+    s.idle_w = 10.0, s.active_w = 18.0 / kA, s.dynamic_w = 62.0 / kA, s.linear_share = 0.501;
+    s.memory_bound = 0.727;
+    t[11] = s;
+  }
   return t;
 }
 
 // Constant-initialized (no guard variable: the simulated driver links no C++ runtime).
-constexpr std::array<Sku, 10> kTable = build();
-const std::array<Sku, 10>& table() { return kTable; }
+constexpr std::array<Sku, 12> kTable = build();
+const std::array<Sku, 12>& table() { return kTable; }
 
 // Lower-case letters and digits only: "RTX 6000" == "rtx6000" == "Rtx-6000".
 bool same_key(std::string_view a, std::string_view b) {
@@ -201,7 +235,7 @@ const Sku* sku_by_key(std::string_view key) {
   return nullptr;
 }
 
-std::string_view known_sku_list() { return "A100, A40, H100, P100, RTX6000, V100, MI210, MI250, MI300X"; }
+std::string_view known_sku_list() { return "A100, A40, A10, H100, P100, RTX6000, T4, V100, MI210, MI250, MI300X"; }
 
 unsigned sm_clock_count(const Sku& sku) {
   return static_cast<unsigned>(std::floor((sku.max_sm_mhz - sku.min_sm_mhz) / sku.clock_step_mhz)) + 1;

@@ -102,6 +102,21 @@ TEST(Calibration, EverySkuHasASweetSpotBelowItsMaximumLimit) {
   }
 }
 
+// A10 and T4 (issue 21, Zeus²'s mixed fleet): a training load demands more than the maximum
+// limit, so every limit in their narrow ranges binds, and a lower limit is slower but draws less.
+TEST(Calibration, A10AndT4RunPowerCappedAcrossTheirRange) {
+  for (const char* key : {"A10", "T4"}) {
+    const Sku& sku = *lookup_sku(key);
+    EXPECT_GT(model_power_w(sku, sku.max_sm_mhz, CalibrationLoad::kMeanActivity), sku.max_limit_w) << key;
+    const Point hi = at_limit(sku, sku.max_limit_w), lo = at_limit(sku, sku.min_limit_w);
+    EXPECT_LT(hi.clock_mhz, sku.max_sm_mhz) << key << ": the cap binds at the maximum limit";
+    EXPECT_LT(lo.clock_mhz, hi.clock_mhz) << key;
+    EXPECT_GT(lo.time_per_work, hi.time_per_work) << key;
+    EXPECT_LT(lo.power_w, hi.power_w) << key;
+    EXPECT_NEAR(hi.power_w, sku.max_limit_w, 0.03 * sku.max_limit_w) << key;
+  }
+}
+
 TEST(Calibration, ComputeHeavyA100AndH100DemandMoreThanTheDefaultLimit) {
   for (const char* key : {"A100", "H100"}) {
     const Sku& sku = *lookup_sku(key);

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "erg/sim/sku.hpp"
+
 namespace erg::sim {
 namespace {
 
@@ -43,6 +45,24 @@ TEST(Spec, SingleAndCaseInsensitiveNames) {
   EXPECT_EQ(lookup_sku("Tesla V100-PCIE-32GB")->key, "V100");
   EXPECT_EQ(lookup_sku("nvidia a40")->key, "A40");
   EXPECT_EQ(lookup_sku("B200"), nullptr);
+}
+
+TEST(Spec, ZeusSquaredMixedFleet) {
+  // The heterogeneous pair of issue 21.
+  auto s = parse_spec("1xA10,1xT4");
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->gpus.size(), 2u);
+  EXPECT_EQ(s->gpus[0].sku, "A10");
+  EXPECT_EQ(s->gpus[1].sku, "T4");
+  const Sku* a10 = lookup_sku("NVIDIA A10");
+  const Sku* t4 = lookup_sku("Tesla T4");
+  ASSERT_TRUE(a10 && t4);
+  EXPECT_EQ(a10->min_limit_w, 100u);
+  EXPECT_EQ(a10->max_limit_w, 150u);
+  EXPECT_EQ(t4->min_limit_w, 60u);
+  EXPECT_EQ(t4->max_limit_w, 70u);
+  // "A10" must not be taken for "A100" (nor the reverse).
+  EXPECT_EQ(lookup_sku("A100")->key, "A100");
 }
 
 TEST(Spec, CpusZeroAndGpuless) {

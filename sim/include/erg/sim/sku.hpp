@@ -86,7 +86,7 @@ std::span<const Sku> all_skus();
 const Sku* lookup_sku(std::string_view name);
 /// Exact lookup by key, secondary dies included (for the machine's own state). nullptr if unknown.
 const Sku* sku_by_key(std::string_view key);
-/// "A100, A40, H100, P100, RTX6000, V100, MI210, MI250, MI300X" (for error messages).
+/// "A100, A40, A10, H100, P100, RTX6000, T4, V100, MI210, MI250, MI300X" (for error messages).
 std::string_view known_sku_list();
 
 /// Number of entries in the SM clock table (descending, index 0 = f_max).
