@@ -97,11 +97,15 @@ TEST(Planner, SyntheticFourByEightIsATimeCostFrontier) {
   EXPECT_GT(f->plans.size(), 300u);
   for (const auto& m : f->models)
     for (const auto& o : m.options.options) EXPECT_NE(o.frequency_mhz, 210);
-  // The cheapest plan runs everything at the slowest candidate, the fastest at 1410 MHz only where
-  // it must: the last stage's critical work.
+  // The cheapest plan runs everything at the slowest candidate; the fastest needs 1410 MHz only on
+  // the critical work, so some computations run slower at no cost in time (Perseus's point).
   for (const auto& stage : f->plans.front().frequencies)
     for (const auto& [i, mhz] : stage) EXPECT_EQ(mhz, 450);
-  EXPECT_LT(f->plans.back().cost_j - f->plans.front().cost_j, 1e9);
+  int at_max = 0;
+  for (const auto& stage : f->plans.back().frequencies)
+    for (const auto& [i, mhz] : stage) at_max += mhz == 1410;
+  EXPECT_GT(at_max, 0);
+  EXPECT_LT(at_max, 64);
 }
 
 /// A small profile: per (stage, instruction) `options` frequencies whose times are 1 ms apart from
