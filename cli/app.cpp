@@ -87,6 +87,7 @@ int run(int argc, char** argv) {
   add_exporter_command(app, ctx);
   add_bso_command(app, ctx);
   add_hetero_command(app, ctx);
+  add_perseus_command(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -76,6 +76,9 @@ void add_hetero_command(CLI::App& app, Context& ctx);
 /// Registers `erg exporter` (the Prometheus pull exporter; exporter.cpp).
 void add_exporter_command(CLI::App& app, Context& ctx);
 
+/// Registers `erg perseus` (pipeline-frequency planning; perseus.cpp).
+void add_perseus_command(CLI::App& app, Context& ctx);
+
 /// Parses argv and runs the chosen subcommand. Never throws.
 int run(int argc, char** argv);
 

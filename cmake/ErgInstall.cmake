@@ -9,7 +9,7 @@ set(ERG_EXPORTED
   erg_sim_engine:sim_engine erg_sim_tree:sim_tree erg_sim:sim
   erg_protocol:protocol erg_client_conn:client_conn erg_client_remote:client_remote
   erg_devices:devices erg_batch_size:batch_size erg_zeus_sim:zeus_sim erg_profile:profile
-  erg_power_limit:power_limit erg_hetero:hetero)
+  erg_power_limit:power_limit erg_hetero:hetero erg_pipeline_frequency:pipeline_frequency)
 set(ERG_INSTALL_TARGETS)
 foreach(pair ${ERG_EXPORTED})
   string(REPLACE ":" ";" pair "${pair}")
@@ -28,7 +28,8 @@ install(TARGETS ${ERG_INSTALL_TARGETS} EXPORT ergTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 foreach(dir core backends backends/nvml backends/amdsmi backends/rapl measure sim protocol client devices
-    optimizers/batch_size optimizers/zeus_sim optimizers/profile optimizers/power_limit optimizers/hetero)
+    optimizers/batch_size optimizers/zeus_sim optimizers/profile optimizers/power_limit optimizers/hetero
+    optimizers/pipeline_frequency)
   if(EXISTS ${PROJECT_SOURCE_DIR}/${dir}/include/erg)
     install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
             FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
@@ -54,7 +55,7 @@ install(FILES ${PROJECT_BINARY_DIR}/ergConfig.cmake ${PROJECT_BINARY_DIR}/ergCon
 
 # pkg-config: the static libraries in link order (dependents first).
 set(ERG_PC_LIBS)
-foreach(target erg_power_limit erg_profile erg_zeus_sim erg_batch_size erg_devices erg_client_remote erg_client_conn erg_protocol erg_backends erg_nvml erg_amdsmi erg_rapl erg_jetson
+foreach(target erg_pipeline_frequency erg_power_limit erg_profile erg_zeus_sim erg_batch_size erg_devices erg_client_remote erg_client_conn erg_protocol erg_backends erg_nvml erg_amdsmi erg_rapl erg_jetson
                erg_measure erg_sim erg_sim_tree erg_sim_engine erg_core)
   if(TARGET ${target})
     string(APPEND ERG_PC_LIBS " -l${target}")

@@ -1,0 +1,198 @@
+// `erg perseus ...`: Perseus, the pipeline-frequency optimizer (reference/zeus.md §6). `plan` turns
+// a profile into the time–cost frontier of frequency plans; it needs no devices.
+//
+//   erg perseus plan --profile profile.csv --stages S --microbatches M --out plans/
+//                    [--unit-ms 1] [--p2p-power-w 70] [--overwrite] [--json]
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "app.hpp"
+#include "erg/core/file.hpp"
+#include "erg/optimizers/pipeline_frequency/planner.hpp"
+
+namespace erg::cli {
+namespace {
+
+namespace pf = erg::pipeline_frequency;
+namespace fs = std::filesystem;
+
+struct PlanOpts {
+  std::string profile;
+  int stages = 0;
+  int micro_batches = 0;
+  std::string out;
+  double unit_ms = 1.0;
+  double p2p_power_w = 70.0;
+  bool overwrite = false;
+  bool json = false;
+};
+
+int exit_for(const Error& e) {
+  return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound ? kExitUsage : kExitFailure;
+}
+
+std::string zeus_name(std::size_t i) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "freqs_pipeline_%05zu.py", i);
+  return buf;
+}
+std::string json_name(std::size_t i) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "plan_%05zu.json", i);
+  return buf;
+}
+
+/// Files a previous `erg perseus plan` wrote: frontier.json, plan_NNNNN.json, freqs_pipeline_NNNNN.py.
+bool ours(const std::string& name) {
+  auto numbered = [&](std::string_view prefix, std::string_view suffix) {
+    if (name.size() != prefix.size() + 5 + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix))
+      return false;
+    for (std::size_t k = prefix.size(); k < prefix.size() + 5; ++k)
+      if (name[k] < '0' || name[k] > '9') return false;
+    return true;
+  };
+  return name == "frontier.json" || numbered("plan_", ".json") || numbered("freqs_pipeline_", ".py");
+}
+
+void prepare_out(const fs::path& dir, bool overwrite) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) throw CliError{kExitUsage, "--out: " + dir.string() + " is not a directory"};
+    std::vector<fs::path> stale;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (!overwrite || !ours(e.path().filename().string()))
+        throw CliError{kExitUsage,
+                       "--out: " + dir.string() +
+                           (overwrite ? " holds files erg did not write (" + e.path().filename().string() + ")"
+                                      : " is not empty (use a new directory, or --overwrite to replace "
+                                        "the plans of an earlier run)")};
+      stale.push_back(e.path());
+    }
+    if (ec) throw CliError{kExitFailure, "--out: cannot list " + dir.string() + ": " + ec.message()};
+    // An earlier run may have written more plans; leaving them would mix two frontiers.
+    for (const auto& p : stale)
+      if (!fs::remove(p, ec)) throw CliError{kExitFailure, "cannot remove " + p.string() + ": " + ec.message()};
+  } else if (!fs::create_directories(dir, ec)) {
+    throw CliError{kExitFailure, "--out: cannot create " + dir.string() + ": " + ec.message()};
+  }
+}
+
+void write(const fs::path& path, const std::string& text) {
+  if (auto w = write_file_atomic(path, text); !w) throw CliError{kExitFailure, w.error().message};
+}
+
+}  // namespace
+
+void add_perseus_command(CLI::App& app, Context& ctx) {
+  auto* perseus = app.add_subcommand("perseus", "Perseus: GPU frequency plans for pipeline-parallel training");
+  perseus->require_subcommand(1);
+  auto* plan = perseus->add_subcommand(
+      "plan",
+      "Plan GPU frequencies for a synchronous 1F1B pipeline from a profile: the time–cost frontier from the "
+      "cheapest plan to the fastest, one plan per time unit (Phillips–Dessouky); needs no devices");
+  auto o = std::make_shared<PlanOpts>();
+  plan->add_option("--profile", o->profile,
+                   "Profile CSV with columns stage, instruction (forward|backward), frequency (MHz), time (s), "
+                   "energy (J)")
+      ->required();
+  plan->add_option("--stages", o->stages, "Pipeline stages (must match the profile)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--microbatches", o->micro_batches, "Micro-batches per iteration")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--out", o->out, "Directory for frontier.json, plan_NNNNN.json and Zeus's freqs_pipeline_NNNNN.py")
+      ->required();
+  plan->add_option("--unit-ms", o->unit_ms, "Time unit of the plans in ms (default 1)")->check(positive_number());
+  plan->add_option("--p2p-power-w", o->p2p_power_w,
+                   "Power a GPU draws while blocked on pipeline communication, W (default 70, as Zeus)")
+      ->check(non_negative_number());
+  plan->add_flag("--overwrite", o->overwrite, "Replace the plans an earlier run wrote in --out");
+  plan->add_flag("--json", o->json, "Print a JSON summary of the frontier");
+  plan->footer(
+      "Plan 0 is the cheapest (every computation at its slowest efficient frequency); higher numbers are faster. "
+      "See docs/perseus.md.");
+
+  plan->callback([&ctx, o] {
+    auto profile = pf::read_profile_csv(o->profile);
+    if (!profile) throw CliError{exit_for(profile.error()), "--profile: " + profile.error().message};
+    pf::PlannerOptions options;
+    options.stages = o->stages;
+    options.micro_batches = o->micro_batches;
+    options.unit_s = o->unit_ms / 1000.0;
+    options.p2p_power_w = o->p2p_power_w;
+    auto frontier = pf::plan_pipeline(*profile, options);
+    if (!frontier) {
+      const auto& m = frontier.error().message;
+      throw CliError{exit_for(frontier.error()),
+                     (m.starts_with("the profile has ") && m.find(" stage") != std::string::npos
+                          ? "--stages " + std::to_string(o->stages) + ": "
+                          : std::string()) +
+                         m};
+    }
+
+    const fs::path dir = o->out;
+    prepare_out(dir, o->overwrite);
+    const auto& plans = frontier->plans;
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      write(dir / zeus_name(i), pf::to_zeus_plan_file(plans[i], i));
+      write(dir / json_name(i), pf::plan_to_json(plans[i], i, 2) + "\n");
+    }
+    write(dir / "frontier.json", pf::frontier_to_json(*frontier) + "\n");
+
+    const auto& cheap = plans.front();
+    const auto& fast = plans.back();
+    if (o->json) {
+      nlohmann::json frontier_json = nlohmann::json::array();
+      for (std::size_t i = 0; i < plans.size(); ++i)
+        frontier_json.push_back({{"index", i},
+                                 {"time_s", plans[i].time_s},
+                                 {"cost_j", plans[i].cost_j},
+                                 {"energy_j", plans[i].energy_j},
+                                 {"file", zeus_name(i)}});
+      nlohmann::json j = {{"profile", o->profile},
+                          {"stages", o->stages},
+                          {"micro_batches", o->micro_batches},
+                          {"unit_s", options.unit_s},
+                          {"p2p_power_w", options.p2p_power_w},
+                          {"out", dir.string()},
+                          {"plans", plans.size()},
+                          {"iterations", frontier->iterations},
+                          {"frontier", frontier_json}};
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::printf("%zu plans in %s (plan 0 cheapest, plan %zu fastest; modelled, not measured)\n", plans.size(),
+                  dir.string().c_str(), plans.size() - 1);
+      std::printf("%8s %12s %16s %16s\n", "plan", "time s", "effective J", "energy J");
+      // The ends and about ten points between them.
+      const std::size_t stride = std::max<std::size_t>(1, plans.size() / 10);
+      for (std::size_t i = 0; i < plans.size(); i += stride) {
+        const std::size_t k = i + stride >= plans.size() ? plans.size() - 1 : i;
+        std::printf("%8zu %12.4f %16.3f %16.3f\n", k, plans[k].time_s, plans[k].cost_j, plans[k].energy_j);
+        if (k == plans.size() - 1) break;
+      }
+      auto change = [](double now, double before, const char* what) {
+        const double pct = 100.0 * (now / before - 1);
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%.1f %% %s %s", std::abs(pct), pct < 0 ? "less" : "more", what);
+        return std::string(buf);
+      };
+      std::printf("fastest vs cheapest: %s, %s, %s\n", change(fast.time_s, cheap.time_s, "time").c_str(),
+                  change(fast.cost_j, cheap.cost_j, "effective energy").c_str(),
+                  change(fast.energy_j, cheap.energy_j, "energy with P2P blocking").c_str());
+      std::size_t least = 0;
+      for (std::size_t i = 1; i < plans.size(); ++i)
+        if (plans[i].energy_j < plans[least].energy_j) least = i;
+      std::printf("least energy with P2P blocking: plan %zu, %.4f s, %.3f J\n", least, plans[least].time_s,
+                  plans[least].energy_j);
+    }
+    ctx.exit_code = kExitOk;
+  });
+}
+
+}  // namespace erg::cli
