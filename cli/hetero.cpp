@@ -43,6 +43,7 @@
 #include "erg/optimizers/hetero/planner.hpp"
 #include "erg/optimizers/hetero/profile.hpp"
 #include "erg/optimizers/hetero/profiler.hpp"
+#include "signals.hpp"
 #include "summary.hpp"
 
 extern char** environ;
@@ -336,28 +337,7 @@ ConfigRun run_configuration(const ProfileOpts& o, int batch, measure::EnergyMoni
       run.oom = true;
     }
   };
-  std::string buffer;
-  int status = 0;
-  bool exited = false, eof = false;
-  while (!exited) {
-    if (!eof) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        const ssize_t got = ::read(fds[0], buf, sizeof buf);
-        if (got > 0) {
-          buffer.append(buf, static_cast<std::size_t>(got));
-          for (std::size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1))
-            handle(buffer.substr(0, nl));
-        } else if (got == 0 || errno != EINTR) {
-          eof = true;
-        }
-      }
-    }
-    const pid_t w = ::waitpid(pid, &status, eof ? 0 : WNOHANG);
-    if (w == pid) exited = true;
-    if (w < 0 && errno != EINTR) break;
-  }
+  const int status = pump_child_lines(fds[0], pid, handle);
   g_profile_child = 0;
   ::close(fds[0]);
   if (open && !closed) {

@@ -27,6 +27,7 @@
 #include "app.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/optimizers/power_limit/optimizer.hpp"
+#include "signals.hpp"
 #include "summary.hpp"
 
 extern char** environ;
@@ -276,7 +277,6 @@ void add_optimize_command(CLI::App& app, Context& ctx) {
 
     Outcome out;
     bool active = true;  // stops at the optimizer's first error; the command runs on
-    std::string buffer;
     auto handle = [&](const std::string& line) {
       if (line == "step") {
         ++out.steps;
@@ -290,28 +290,7 @@ void add_optimize_command(CLI::App& app, Context& ctx) {
         if (out.ignored++ == 0) std::cerr << "erg: warning: ignoring the line '" << line << "' on ERG_OPTIMIZER_FD\n";
       }
     };
-    int status = 0;
-    bool exited = false, eof = false;
-    while (!exited) {
-      if (!eof) {
-        pollfd p{fds[0], POLLIN, 0};
-        const int n = ::poll(&p, 1, 100);
-        if (n > 0) {
-          char buf[4096];
-          const ssize_t got = ::read(fds[0], buf, sizeof buf);
-          if (got > 0) {
-            buffer.append(buf, static_cast<std::size_t>(got));
-            for (std::size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1))
-              handle(buffer.substr(0, nl));
-          } else if (got == 0 || errno != EINTR) {
-            eof = true;
-          }
-        }
-      }
-      const pid_t w = ::waitpid(pid, &status, eof ? 0 : WNOHANG);
-      if (w == pid) exited = true;
-      if (w < 0 && errno != EINTR) break;
-    }
+    const int status = pump_child_lines(fds[0], pid, handle);
     g_child = 0;
     ::close(fds[0]);
     const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);

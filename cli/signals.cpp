@@ -1,6 +1,9 @@
 #include "signals.hpp"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
@@ -30,6 +33,32 @@ std::optional<int> StopSignals::wait(std::optional<std::chrono::nanoseconds> tim
     if (errno == EAGAIN) return std::nullopt;  // timed out
     if (errno != EINTR) return std::nullopt;
   }
+}
+
+int pump_child_lines(int fd, pid_t pid, const std::function<void(const std::string&)>& handle) {
+  std::string buffer;
+  int status = 0;
+  bool exited = false, eof = false;
+  while (!exited) {
+    if (!eof) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) > 0) {
+        char buf[4096];
+        const ssize_t got = ::read(fd, buf, sizeof buf);
+        if (got > 0) {
+          buffer.append(buf, static_cast<std::size_t>(got));
+          for (std::size_t nl; (nl = buffer.find('\n')) != std::string::npos; buffer.erase(0, nl + 1))
+            handle(buffer.substr(0, nl));
+        } else if (got == 0 || errno != EINTR) {
+          eof = true;
+        }
+      }
+    }
+    const pid_t w = ::waitpid(pid, &status, eof ? 0 : WNOHANG);
+    if (w == pid) exited = true;
+    if (w < 0 && errno != EINTR) break;
+  }
+  return status;
 }
 
 }  // namespace erg::cli
