@@ -25,8 +25,8 @@ TEST(Sweep, HighestFirstAndStopsAfterFiveRisesInARow) {
   // Falls to 1000 MHz, rises at 900, falls again at 800 (restarting the count), then rises five
   // times: 700 … 300. 200 must never be tried.
   FakeGpu gpu;
-  gpu.energy = {{1400, 10}, {1300, 9}, {1200, 8}, {1100, 7}, {1000, 6}, {900, 6.5}, {800, 6.2}, {700, 6.3},
-                {600, 6.4},  {500, 6.5}, {400, 6.6}, {300, 6.7}, {200, 6.8}};
+  gpu.energy = {{1400, 10}, {1300, 9},  {1200, 8},  {1100, 7},  {1000, 6},  {900, 6.5}, {800, 6.2},
+                {700, 6.3}, {600, 6.4}, {500, 6.5}, {400, 6.6}, {300, 6.7}, {200, 6.8}};
   SweepOptions o;
   o.stages = 2;
   o.frequencies_mhz = {200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100, 1200, 1300, 1400};  // any order
