@@ -154,5 +154,21 @@ TEST(Html, SelfContainedWithDataAndTables) {
   EXPECT_NE(h.find("<td>80.0*</td>"), std::string::npos);  // CPU energy of the window from its samples
 }
 
+TEST(Html, CompareShowsEachRunAndTheChange) {
+  auto run = [](double watts) {
+    Record r;
+    r.meta = {{"format", "erg-record"}, {"format_version", "1"}, {"simulated", "0"}};
+    r.devices = {{1, "gpu", 0, "device_instant", "A100"}};
+    r.samples[1] = {{1, 0, watts}, {1, 10, watts}};
+    return r;
+  };
+  const std::string h = render_compare_html({run(200), run(150)}, {"before", "after"});
+  EXPECT_NE(h.find("<th>before</th><th>after</th><th>change</th>"), std::string::npos);
+  // 10 s at 200 W, then at 150 W: 2000 J against 1500 J.
+  EXPECT_NE(h.find("<td>GPU 0 energy (J)</td><td>2000.0</td><td>1500.0</td><td>-25.0 %</td>"), std::string::npos);
+  EXPECT_NE(h.find("id=\"power-chart-1\""), std::string::npos);
+  EXPECT_EQ(h.find("Simulated hardware"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace erg::report

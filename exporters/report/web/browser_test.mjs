@@ -4,7 +4,8 @@
 //
 //   node browser_test.mjs REPORT.html EXPECTED.json SCREENSHOT.png
 //
-// EXPECTED.json (written by tests/report/browser-test from the record with SQLite):
+// EXPECTED.json (written by tests/report/browser-test from the record with SQLite), or for a page of
+// `erg report --compare`: {"compare": [[labels of run 1], [labels of run 2]]}.
 //   {"labels": [...], "max_w": [per device], "samples0": [[t_s, power_w], ...] of the first device,
 //    "profile_limits": [...], "chosen_w": W or null}
 import { chromium } from "playwright-core";
@@ -38,6 +39,26 @@ try {
   await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 10000 });
   const loadMs = Date.now() - t0;
   console.log(`load_ms ${loadMs}`);
+
+  if (expected.compare) {
+    // erg report --compare: a chart per run, each with the run's series and legend, on one power axis.
+    const runs = await page.evaluate(() => (window.ergCharts.runs || []).map((u) => ({
+      labels: u.series.slice(1).map((s) => s.label),
+      yMax: u.scales.y.max,
+      max: Math.max(...u.data.slice(1).flat().filter((v) => v != null)),
+    })));
+    check(runs.length === expected.compare.length, `${runs.length} power charts for ${expected.compare.length} runs`);
+    runs.forEach((r, i) => {
+      check(JSON.stringify(r.labels) === JSON.stringify(expected.compare[i]), `run ${i} legend ${JSON.stringify(r.labels)}`);
+      check(r.yMax === runs[0].yMax && r.yMax >= r.max, `run ${i} on the common power axis (${r.yMax} W)`);
+    });
+    const rows = await page.$$eval("#compare tr", (trs) => trs.map((tr) => tr.firstChild.textContent));
+    check(rows.includes("energy, all devices (J)") && rows.includes("chosen power limit (W)"), "side-by-side table");
+    if (screenshotPath) await page.screenshot({ path: screenshotPath, fullPage: true });
+    await browser.close();
+    for (const p of problems) console.error(`browser_test: ${p}`);
+    process.exit(problems.length ? 1 : 0);
+  }
 
   // Series and legend of the power chart.
   const chart = await page.evaluate(() => {
@@ -101,5 +122,5 @@ try {
 } finally {
   await browser.close();
 }
-for (const p of problems.filter((p) => !p.startsWith("ok"))) console.error(`browser_test: ${p}`);
+for (const p of problems) console.error(`browser_test: ${p}`);
 process.exit(problems.length ? 1 : 0);

@@ -36,7 +36,7 @@ function windowsPlugin(windows) {
   };
 }
 
-function powerChart(el, data) {
+function powerChart(el, data, title, yMax) {
   const tl = data.timeline;
   const series = [{ label: "time", value: (u, v) => fmt(v, 2, "s") }];
   data.devices.forEach((d, i) => series.push({
@@ -46,11 +46,12 @@ function powerChart(el, data) {
     value: (u, v) => fmt(v, 1, "W"),
   }));
   const opts = {
-    title: "Power per device",
+    title: title || "Power per device",
     width: Math.max(600, el.clientWidth || 900),
     height: 360,
     series,
-    scales: { x: { time: false } },
+    // Compared runs share the power axis so their heights can be read against each other.
+    scales: { x: { time: false }, y: yMax ? { range: [0, yMax] } : {} },
     axes: [{ label: "time since the start (s)" }, { label: "power (W)", size: 60 }],
     plugins: [windowsPlugin(data.windows)],
     cursor: { drag: { x: true, y: false } },
@@ -106,6 +107,16 @@ function main() {
   const data = JSON.parse(document.getElementById("erg-data").textContent);
   // The charts, for tests and for anyone poking at the page from the console.
   window.ergCharts = {};
+  if (data.runs) {
+    // erg report --compare: one chart per run on a common power axis.
+    let top = 0;
+    for (const r of data.runs)
+      for (const s of r.timeline.series) for (const v of s) if (v != null && v > top) top = v;
+    window.ergCharts.runs = data.runs.map((r, i) =>
+      powerChart(document.getElementById(`power-chart-${i}`), r, `Power per device: ${r.name}`, top * 1.05));
+    document.body.dataset.ready = "true";
+    return;
+  }
   const power = document.getElementById("power-chart");
   if (power && data.devices.length) window.ergCharts.power = powerChart(power, data);
   const profile = document.getElementById("profile-chart");

@@ -40,6 +40,12 @@ struct RenderOptions {
 /// The HTML page of `record`.
 std::string render_html(const Record& record, const RenderOptions& options = {});
 
+/// One page comparing runs (e.g. before and after the optimizer): a side-by-side table of each
+/// run's duration, energy and peak power per device with each later run's change against the
+/// first, and each run's power chart. `names` label the runs (e.g. the record files).
+std::string render_compare_html(const std::vector<Record>& runs, const std::vector<std::string>& names,
+                                const RenderOptions& options = {});
+
 /// The label of a device's series in the charts and tables ("GPU 0", "CPU 0 package").
 std::string device_label(const RecordDevice& device);
 
