@@ -225,7 +225,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
       (void)record->writer().set_meta(
           "command", nlohmann::json(opts->command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       (void)record->writer().set_meta("status", "running");
-      ::setenv(report::kRecordEnv, opts->record.c_str(), 1);  // for the command: it may add windows and events
+      // For the command (it may add windows and events), absolute: it may change directory.
+      ::setenv(report::kRecordEnv, std::filesystem::absolute(opts->record).c_str(), 1);
     }
     if (sampler && !opts->timeline.empty()) {
       auto t = TimelineLog::create(opts->timeline, *sampler, timeline_cpus, t0, clock);
