@@ -327,6 +327,18 @@ std::string render_html(const Record& rec, const RenderOptions& options) {
       if (!x.is_structured()) h += "<tr><th>" + escape(k) + "</th><td>" + escape(x.dump()) + "</td></tr>\n";
     h += "</table>\n";
   }
+  // Events erg has no view for (e.g. a Python program's add_event): listed as they were recorded.
+  std::string others;
+  for (const auto& e : rec.events) {
+    if (e.kind == "power_limit.profile" || e.kind == "power_limit.chosen" || e.kind == "carbon") continue;
+    std::string text = e.data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() > 300) text = text.substr(0, 300) + "…";
+    others += "<tr><td>" + num(e.t_s - v.span.begin, 3) + "</td><td>" + escape(e.kind) + "</td><td><code>" +
+              escape(text) + "</code></td></tr>\n";
+  }
+  if (!others.empty())
+    h += "<h2>Other events</h2>\n<table id=\"events\">\n<tr><th>time (s)</th><th>kind</th><th>data</th></tr>\n" +
+         others + "</table>\n";
   h += page_tail(v.data);
   return h;
 }

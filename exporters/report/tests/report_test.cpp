@@ -142,7 +142,8 @@ TEST(Html, SelfContainedWithDataAndTables) {
   rec.windows = {{"erg.run", 0, 2, {{1, 400.0}}}};
   rec.events = {{2, "power_limit.profile", {{"power_limit_w", 300}, {"energy_j", 10}, {"time_s", 1}}},
                 {2, "power_limit.profile", {{"power_limit_w", 200}, {"energy_j", 8}, {"time_s", 1.2}}},
-                {2, "power_limit.chosen", {{"power_limit_w", 200}}}};
+                {2, "power_limit.chosen", {{"power_limit_w", 200}}},
+                {1.5, "note", {{"text", "<b>"}}}};
   const std::string h = render_html(rec);
   EXPECT_EQ(h.find("<script src"), std::string::npos);
   EXPECT_EQ(h.find("<link"), std::string::npos);
@@ -152,6 +153,10 @@ TEST(Html, SelfContainedWithDataAndTables) {
   EXPECT_NE(h.find("<tr class=\"chosen\"><td>200</td>"), std::string::npos);
   EXPECT_NE(h.find("<td>CPU 0 package</td>"), std::string::npos);
   EXPECT_NE(h.find("<td>80.0*</td>"), std::string::npos);  // CPU energy of the window from its samples
+  // An event of a kind the page has no view for is listed, escaped; known kinds are not.
+  EXPECT_NE(h.find("<td>1.500</td><td>note</td><td><code>{&quot;text&quot;:&quot;&lt;b&gt;&quot;}</code>"),
+            std::string::npos);
+  EXPECT_EQ(h.find("<td>power_limit.chosen</td>"), std::string::npos);
 }
 
 TEST(Html, CompareShowsEachRunAndTheChange) {

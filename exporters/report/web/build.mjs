@@ -14,6 +14,10 @@ if (!outJs || !outCss) {
   process.exit(2);
 }
 const here = dirname(fileURLToPath(import.meta.url));
+// uPlot is MIT-licensed: its notice travels with every page that carries its code.
+const uplotVersion = JSON.parse(readFileSync(join(here, "node_modules/uplot/package.json"), "utf8")).version;
+const license = readFileSync(join(here, "node_modules/uplot/LICENSE"), "utf8").trim().replaceAll("*/", "* /");
+const banner = `/*! uPlot ${uplotVersion} (https://github.com/leeoniya/uPlot)\n${license}\n*/`;
 const tmp = mkdtempSync(join(tmpdir(), "erg-report-"));
 try {
   await build({
@@ -27,6 +31,7 @@ try {
     charset: "utf8",
     outfile: join(tmp, "bundle.js"),
     logLevel: "warning",
+    banner: { js: banner, css: banner },
   });
   // "</" could end the inline <script>/<style> it goes into: escaped the way JS and CSS both read.
   const js = readFileSync(join(tmp, "bundle.js"), "utf8").replaceAll("</", "<\\/");
