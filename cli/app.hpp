@@ -79,6 +79,9 @@ void add_exporter_command(CLI::App& app, Context& ctx);
 /// Registers `erg perseus` (pipeline-frequency planning; perseus.cpp).
 void add_perseus_command(CLI::App& app, Context& ctx);
 
+/// Registers `erg report` (report.cpp).
+void add_report_command(CLI::App& app, Context& ctx);
+
 /// Parses argv and runs the chosen subcommand. Never throws.
 int run(int argc, char** argv);
 

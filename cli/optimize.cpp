@@ -20,11 +20,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "app.hpp"
+#include "erg/exporters/report/record.hpp"
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/optimizers/power_limit/optimizer.hpp"
 #include "signals.hpp"
@@ -275,6 +278,34 @@ void add_optimize_command(CLI::App& app, Context& ctx) {
       ::kill(pid, sig);
     }
 
+    // Under `erg run --record` (ERG_RECORD): each profiled limit becomes a window of the record, and
+    // the profile and the choice become its events, so `erg report` can show what was tried.
+    std::unique_ptr<report::RecordWriter> record;
+    if (const char* path = std::getenv(report::kRecordEnv); path != nullptr && *path != '\0') {
+      if (auto r = report::RecordWriter::open(path); r)
+        record = std::move(*r);
+      else
+        std::cerr << "erg: warning: not recording the optimizer in " << path << ": " << r.error().message << "\n";
+    }
+    std::optional<double> profiling_since;  // record time the current limit's profiling window began
+    double profiling_limit_w = 0;
+    auto note_state = [&] {
+      if (!record) return;
+      const auto* p = std::get_if<power_limit::Profiling>(&opt.state());
+      if (p != nullptr && !profiling_since) {
+        profiling_since = record->seconds_now();
+        profiling_limit_w = watts(p->current_power_limit);
+      } else if (profiling_since && (p == nullptr || watts(p->current_power_limit) != profiling_limit_w)) {
+        const double now = record->seconds_now();
+        char name[64];
+        std::snprintf(name, sizeof name, "power limit %.0f W", profiling_limit_w);
+        if (auto r = record->add_window({name, *profiling_since, now, {}}); !r)
+          std::cerr << "erg: warning: " << r.error().message << "\n";
+        profiling_since.reset();
+        if (p != nullptr) profiling_since = now, profiling_limit_w = watts(p->current_power_limit);
+      }
+    };
+
     Outcome out;
     bool active = true;  // stops at the optimizer's first error; the command runs on
     auto handle = [&](const std::string& line) {
@@ -289,6 +320,7 @@ void add_optimize_command(CLI::App& app, Context& ctx) {
       } else if (!line.empty()) {
         if (out.ignored++ == 0) std::cerr << "erg: warning: ignoring the line '" << line << "' on ERG_OPTIMIZER_FD\n";
       }
+      note_state();
     };
     const int status = pump_child_lines(fds[0], pid, handle);
     g_child = 0;
@@ -297,6 +329,16 @@ void add_optimize_command(CLI::App& app, Context& ctx) {
     if (auto r = opt.restore(); !r) out.problems.push_back("restoring the default limits: " + r.error().message);
 
     const auto j = result_json(opts->command, exit_code, opt, out, opts->profile_steps, inventory->simulated);
+    if (record) {
+      const double now = record->seconds_now();
+      Result<void> r = ok();
+      for (const auto& m : j["measurements"])
+        if (r) r = record->add_event({now, "power_limit.profile", m});
+      if (r && !j["optimal_power_limit_w"].is_null())
+        r = record->add_event(
+            {now, "power_limit.chosen", {{"power_limit_w", j["optimal_power_limit_w"]}, {"selector", j["selector"]}}});
+      if (!r) std::cerr << "erg: warning: " << r.error().message << "\n";
+    }
     std::cerr << result_table(j);
     if (opts->json) std::cout << j.dump(2) << "\n";
     std::cout.flush();

@@ -19,6 +19,7 @@
 #include "erg/measure/energy_monitor.hpp"
 #include "erg/measure/power_monitor.hpp"
 #include "run_log.hpp"
+#include "run_record.hpp"
 #include "summary.hpp"
 
 extern char** environ;
@@ -121,6 +122,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
     bool json = false;
     std::string output;
     std::string timeline;
+    std::string record;
     std::vector<unsigned> gpus;
     std::vector<unsigned> cpus;
     std::vector<std::string> command;
@@ -136,6 +138,10 @@ void add_run_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--timeline", opts->timeline,
                   "Write the sampled power timeline to FILE.csv (time_s,device,domain,power_w), appended every "
                   "second while the command runs");
+  cmd->add_option("--record", opts->record,
+                  "Record the run in FILE.ergrec for `erg report` (SQLite, docs/report.md): power timelines, "
+                  "windows, optimizer events, carbon and cost, committed every second. The command finds the path "
+                  "in ERG_RECORD (erg optimize power-limit adds its profile there)");
   cmd->add_option("--gpus", opts->gpus, "GPUs to measure (erg indices, e.g. 0,2); default all")->delimiter(',');
   cmd->add_option("--cpus", opts->cpus, "CPU packages to measure (e.g. 0); default all available")->delimiter(',');
   cmd->add_flag("--no-settle", opts->no_settle,
@@ -159,6 +165,11 @@ void add_run_command(CLI::App& app, Context& ctx) {
       if (auto r = check_writable(opts->output); !r) throw CliError{kExitUsage, r.error().message};
     if (!opts->timeline.empty())
       if (auto r = check_writable(opts->timeline); !r) throw CliError{kExitUsage, r.error().message};
+    if (!opts->record.empty())
+      if (auto r = check_writable(opts->record); !r) throw CliError{kExitUsage, r.error().message};
+    for (const auto* other : {&opts->output, &opts->timeline})
+      if (!opts->record.empty() && !other->empty() && same_file(opts->record, *other))
+        throw CliError{kExitUsage, "--record and another output name the same file (" + opts->record + ")"};
     if (!opts->output.empty() && !opts->timeline.empty() && same_file(opts->output, opts->timeline))
       throw CliError{kExitUsage, "--output and --timeline name the same file (" + opts->output + ")"};
     opts->carbon.setup();
@@ -177,7 +188,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
 
     std::unique_ptr<measure::PowerMonitor> sampler;
     std::vector<unsigned> timeline_cpus;
-    if (!opts->timeline.empty()) {
+    std::vector<std::shared_ptr<Cpu>> sampled_cpus;
+    if (!opts->timeline.empty() || !opts->record.empty()) {
       measure::PowerMonitorOptions po;
       po.gpu_indices = monitor->gpu_indices();
       // A fixed period, not the inferred one: inference would delay the command's start.
@@ -190,6 +202,7 @@ void add_run_command(CLI::App& app, Context& ctx) {
       if (!pm) throw CliError{kExitFailure, pm.error().message};
       sampler = std::move(*pm);
       for (const auto& c : cpus) timeline_cpus.push_back(c->index());
+      sampled_cpus = cpus;
     }
 
     std::vector<char*> argv;
@@ -203,7 +216,19 @@ void add_run_command(CLI::App& app, Context& ctx) {
     // The files are set up before the command starts (a path that cannot be written is an error
     // now, not after the run) and appear once it runs.
     std::unique_ptr<TimelineLog> timeline;
-    if (sampler) {
+    std::unique_ptr<RunRecord> record;
+    if (!opts->record.empty()) {
+      auto r =
+          RunRecord::create(opts->record, *sampler, inventory->gpus, sampled_cpus, inventory->simulated, t0, clock);
+      if (!r) throw CliError{kExitFailure, r.error().message};
+      record = std::move(*r);
+      (void)record->writer().set_meta(
+          "command", nlohmann::json(opts->command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      (void)record->writer().set_meta("status", "running");
+      // For the command (it may add windows and events), absolute: it may change directory.
+      ::setenv(report::kRecordEnv, std::filesystem::absolute(opts->record).c_str(), 1);
+    }
+    if (sampler && !opts->timeline.empty()) {
       auto t = TimelineLog::create(opts->timeline, *sampler, timeline_cpus, t0, clock);
       if (!t) throw CliError{kExitFailure, t.error().message};
       timeline = std::move(*t);
@@ -245,6 +270,8 @@ void add_run_command(CLI::App& app, Context& ctx) {
         std::cerr << "erg: warning: " << r.error().message << "\n";
     PeriodicWriter writer(kRunLogPeriod, [&] {
       std::vector<std::string> problems;
+      if (record)
+        if (auto r = record->flush(clock.now()); !r) problems.push_back(r.error().message);
       if (timeline)
         if (auto r = timeline->flush(clock.now()); !r) problems.push_back(r.error().message);
       if (progress) {
@@ -280,6 +307,15 @@ void add_run_command(CLI::App& app, Context& ctx) {
 
     int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1);
     std::string timeline_error;
+    if (record) {
+      ::unsetenv(report::kRecordEnv);
+      auto& w = record->writer();
+      Result<void> r = record->flush(t1, /*final_rows=*/true);
+      if (r && measurement) r = record->add_window(window, t0, t1, *measurement);
+      if (r) r = w.set_meta("exit_code", std::to_string(exit_code));
+      if (r) r = w.set_meta("status", measurement ? "complete" : "failed");
+      if (!r) timeline_error = r.error().message;
+    }
     if (timeline)
       if (auto r = timeline->finish(t1); !r) timeline_error = r.error().message;
     if (!measurement) {
@@ -291,6 +327,12 @@ void add_run_command(CLI::App& app, Context& ctx) {
       throw CliError{kExitFailure, measurement.error().message};
     }
     if (by_hour) opts->carbon.attribute(*by_hour);  // provider problems become warnings, never errors
+    if (record && opts->carbon.active()) {
+      nlohmann::json c;
+      opts->carbon.add_json(c);
+      if (auto r = record->writer().add_event({record->writer().seconds_now(), "carbon", c}); !r)
+        timeline_error = r.error().message;
+    }
     std::cerr << measurement_table(*measurement, *inventory) << opts->carbon.table();
 
     if (opts->json || !opts->output.empty()) {

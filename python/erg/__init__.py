@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # for type checkers; at run time these load on first use (see
     from ._core import Cpu, Gpu, Inventory
     from .monitor import EnergyMonitor, Measurement, Window
     from .power import PowerMonitor, monotonic
+    from .recording import Recorder, report
     from .temperature import TemperatureMonitor
 
 __version__ = "0.1.0"
@@ -70,6 +71,8 @@ _LAZY = {
     "PowerMonitor": "power",
     "monotonic": "power",
     "TemperatureMonitor": "temperature",
+    "Recorder": "recording",
+    "report": "recording",
 }
 
 
@@ -88,7 +91,7 @@ def __getattr__(name: str) -> "Any":  # lazy names and submodules: erg.sim, erg.
 
 
 __all__ = [
-    "EnergyMonitor", "PowerMonitor", "TemperatureMonitor", "Measurement", "Window", "discover", "gpus", "cpus", "monotonic",
+    "EnergyMonitor", "PowerMonitor", "TemperatureMonitor", "Measurement", "Window", "Recorder", "report", "discover", "gpus", "cpus", "monotonic",
     "Gpu", "Cpu", "Inventory", "ErgError", "NotSupportedError", "NoPermissionError", "NotFoundError",
     "InvalidArgumentError", "DriverError", "GpuLostError", "IoError", "UnavailableError",
     "DeviceTimeoutError", "AlreadyExistsError", "InternalError",

@@ -851,7 +851,8 @@ namespace erg_python {
 const erg::Inventory& inventory_of(py::handle inventory) { return inventory.cast<const PyInventory&>().inv; }
 }  // namespace erg_python
 void bind_carbon(py::module_& m);
-void bind_bso(py::module_& m);  // bso_bindings.cpp
+void bind_bso(py::module_& m);     // bso_bindings.cpp
+void bind_report(py::module_& m);  // report_bindings.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "erg's native core (private; use the `erg` package)";
@@ -1363,6 +1364,7 @@ PYBIND11_MODULE(_core, m) {
   bind_profile(m);
   bind_carbon(m);
   bind_bso(m);
+  bind_report(m);
 
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
