@@ -13,7 +13,7 @@ std::string format_utc(sys_seconds t) {
   const auto day = floor<days>(t);
   const year_month_day ymd{day};
   const hh_mm_ss hms{t - day};
-  char buf[32];
+  char buf[96];  // room for any int the compiler cannot bound (-Wformat-truncation at -O3)
   std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02ld:%02ld:%02lldZ", static_cast<int>(ymd.year()),
                 static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
                 static_cast<long>(hms.hours().count()), static_cast<long>(hms.minutes().count()),
