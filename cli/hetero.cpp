@@ -43,6 +43,7 @@
 #include "erg/optimizers/hetero/planner.hpp"
 #include "erg/optimizers/hetero/profile.hpp"
 #include "erg/optimizers/hetero/profiler.hpp"
+#include "run_record.hpp"
 #include "signals.hpp"
 #include "summary.hpp"
 
@@ -179,7 +180,7 @@ void add_plan_command(CLI::App& hetero, Context& ctx) {
     }
     auto gap_pct = [](const hetero::Plan& p, const hetero::Plan& ref) { return 100 * (p.cost / ref.cost - 1); };
 
-    if (o->json) {
+    {
       json j;
       j["kind"] = "hetero-plan";
       j["predicted"] = true;  // from the profiles, not a measurement
@@ -198,8 +199,10 @@ void add_plan_command(CLI::App& hetero, Context& ctx) {
       }
       j["plans"] = ps;
       if (!skipped.empty()) j["skipped"] = skipped;
-      std::cout << j.dump(2) << "\n";
-    } else {
+      record_event_if_recording("hetero.plan", j);  // `erg report` shows it under `erg run --record`
+      if (o->json) std::cout << j.dump(2) << "\n";
+    }
+    if (!o->json) {
       std::printf("Heterogeneous plan (predicted from the profiles): %zu GPUs, global batch %d, eta %g\n\n",
                   gpus.size(), o->global_batch, o->eta);
       for (const auto& p : plans) {

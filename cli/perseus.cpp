@@ -14,6 +14,7 @@
 #include "app.hpp"
 #include "erg/core/file.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
+#include "run_record.hpp"
 
 namespace erg::cli {
 namespace {
@@ -147,7 +148,7 @@ void add_perseus_command(CLI::App& app, Context& ctx) {
 
     const auto& cheap = plans.front();
     const auto& fast = plans.back();
-    if (o->json) {
+    {
       nlohmann::json frontier_json = nlohmann::json::array();
       for (std::size_t i = 0; i < plans.size(); ++i)
         frontier_json.push_back({{"index", i},
@@ -164,8 +165,10 @@ void add_perseus_command(CLI::App& app, Context& ctx) {
                           {"plans", plans.size()},
                           {"iterations", frontier->iterations},
                           {"frontier", frontier_json}};
-      std::cout << j.dump(2) << "\n";
-    } else {
+      record_event_if_recording("perseus.frontier", j);  // `erg report` shows it under `erg run --record`
+      if (o->json) std::cout << j.dump(2) << "\n";
+    }
+    if (!o->json) {
       std::printf("%zu plans in %s (plan 0 cheapest, plan %zu fastest; modelled, not measured)\n", plans.size(),
                   dir.string().c_str(), plans.size() - 1);
       std::printf("%8s %12s %16s %16s\n", "plan", "time s", "effective J", "energy J");

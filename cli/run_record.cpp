@@ -1,5 +1,8 @@
 #include "run_record.hpp"
 
+#include <cstdlib>
+#include <iostream>
+
 namespace erg::cli {
 
 using namespace std::chrono_literals;
@@ -93,6 +96,15 @@ Result<void> RunRecord::add_window(const std::string& name, std::chrono::nanosec
     }
   }
   return writer_->add_window(w);
+}
+
+void record_event_if_recording(const std::string& kind, const nlohmann::json& data) {
+  const char* path = std::getenv(report::kRecordEnv);
+  if (path == nullptr || *path == '\0') return;
+  auto writer = report::RecordWriter::open(path);
+  Result<void> r =
+      writer ? (*writer)->add_event({(*writer)->seconds_now(), kind, data}) : Result<void>(fail(writer.error()));
+  if (!r) std::cerr << "erg: warning: not recording " << kind << " in " << path << ": " << r.error().message << "\n";
 }
 
 }  // namespace erg::cli

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,10 @@ class RunRecord {
   std::chrono::nanoseconds t0_{0};
   std::vector<Series> series_;
 };
+
+/// Under `erg run --record` (ERG_RECORD set by the run): adds one event of `kind` to the run's
+/// record, so `erg report` shows what this command decided. A record that cannot be written is a
+/// warning on stderr, never a failure of the command. No-op outside a recording run.
+void record_event_if_recording(const std::string& kind, const nlohmann::json& data);
 
 }  // namespace erg::cli

@@ -142,10 +142,57 @@ struct RunView {
   nlohmann::json profile = nlohmann::json::array();
   std::optional<double> chosen;
   nlohmann::json carbon;
+  std::vector<nlohmann::json> hetero;   ///< `erg hetero plan` events
+  std::vector<nlohmann::json> perseus;  ///< `erg perseus plan` events
   std::string command;
   std::vector<DeviceTotal> totals;
   nlohmann::json data;  ///< the charts' data
 };
+
+/// A number field of `j` as text with `digits` decimals, "–" when absent or not a number.
+std::string field(const nlohmann::json& j, const char* key, int digits) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? num(j[key].get<double>(), digits) : "–";
+}
+
+/// `erg hetero plan`'s event (its --json object): per method, each GPU's share, limit and
+/// predicted step time and energy. Predictions from the profiles, so labelled as such.
+std::string hetero_section(const nlohmann::json& plan) {
+  std::string h = "<h2>Heterogeneous GPU plan (Zeus&sup2;, predicted from the profiles)</h2>\n";
+  h += "<p>global batch " + field(plan, "global_batch", 0) + ", &eta; " + field(plan, "eta", 2) + "</p>\n";
+  h += "<table class=\"hetero-plan\">\n<tr><th>method</th><th>GPU</th><th>type</th><th>batch</th>"
+       "<th>limit (W)</th><th>step (s)</th><th>energy (J/step)</th><th>cost</th></tr>\n";
+  if (plan.contains("plans") && plan["plans"].is_object())
+    for (const auto& [method, p] : plan["plans"].items()) {
+      if (!p.is_object() || !p.contains("gpus") || !p["gpus"].is_array()) continue;
+      for (const auto& g : p["gpus"])
+        h += "<tr><td>" + escape(method) + "</td><td>" + field(g, "index", 0) + "</td><td>" +
+             escape(g.value("gpu_type", std::string())) + "</td><td>" + field(g, "batch_size", 0) + "</td><td>" +
+             field(g, "power_limit_w", 0) + "</td><td>" + field(g, "step_time_s", 4) + "</td><td>" +
+             field(g, "energy_j", 2) + "</td><td>" + field(p, "cost", 2) + "</td></tr>\n";
+    }
+  return h + "</table>\n";
+}
+
+/// `erg perseus plan`'s event: the time–cost frontier of frequency plans (modelled), its ends and
+/// about ten plans between them.
+std::string perseus_section(const nlohmann::json& f) {
+  std::string h = "<h2>Perseus frequency plans (modelled from the profile)</h2>\n";
+  h += "<p>" + field(f, "stages", 0) + " stages &times; " + field(f, "micro_batches", 0) + " micro-batches, " +
+       field(f, "plans", 0) + " plans from the cheapest to the fastest</p>\n";
+  h += "<table class=\"perseus-frontier\">\n<tr><th>plan</th><th>iteration (s)</th><th>effective energy (J)</th>"
+       "<th>energy (J)</th></tr>\n";
+  if (f.contains("frontier") && f["frontier"].is_array() && !f["frontier"].empty()) {
+    const auto& rows = f["frontier"];
+    const std::size_t n = rows.size(), stride = std::max<std::size_t>(1, n / 10);
+    for (std::size_t i = 0; i < n; i += stride) {
+      const std::size_t k = i + stride >= n ? n - 1 : i;
+      h += "<tr><td>" + field(rows[k], "index", 0) + "</td><td>" + field(rows[k], "time_s", 4) + "</td><td>" +
+           field(rows[k], "cost_j", 1) + "</td><td>" + field(rows[k], "energy_j", 1) + "</td></tr>\n";
+      if (k == n - 1) break;
+    }
+  }
+  return h + "</table>\n";
+}
 
 RunView view_of(const Record& rec, const RenderOptions& options) {
   RunView v;
@@ -164,6 +211,8 @@ RunView view_of(const Record& rec, const RenderOptions& options) {
     if (e.kind == "power_limit.chosen" && e.data.contains("power_limit_w") && e.data["power_limit_w"].is_number())
       v.chosen = e.data["power_limit_w"].get<double>();
     if (e.kind == "carbon") v.carbon = e.data;
+    if (e.kind == "hetero.plan" && e.data.is_object()) v.hetero.push_back(e.data);
+    if (e.kind == "perseus.frontier" && e.data.is_object()) v.perseus.push_back(e.data);
   }
   if (auto it = rec.meta.find("command"); it != rec.meta.end()) {
     auto c = nlohmann::json::parse(it->second, nullptr, false);
@@ -321,6 +370,9 @@ std::string render_html(const Record& rec, const RenderOptions& options) {
     h += profile_table(v, "power-limit-profile");
   }
 
+  for (const auto& plan : v.hetero) h += hetero_section(plan);
+  for (const auto& frontier : v.perseus) h += perseus_section(frontier);
+
   if (v.carbon.is_object()) {
     h += "<h2>Carbon and cost" + sim + "</h2>\n<table id=\"carbon\">\n";
     for (const auto& [k, x] : v.carbon.items())
@@ -330,7 +382,9 @@ std::string render_html(const Record& rec, const RenderOptions& options) {
   // Events erg has no view for (e.g. a Python program's add_event): listed as they were recorded.
   std::string others;
   for (const auto& e : rec.events) {
-    if (e.kind == "power_limit.profile" || e.kind == "power_limit.chosen" || e.kind == "carbon") continue;
+    if (e.kind == "power_limit.profile" || e.kind == "power_limit.chosen" || e.kind == "carbon" ||
+        e.kind == "hetero.plan" || e.kind == "perseus.frontier")
+      continue;
     std::string text = e.data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (text.size() > 300) text = text.substr(0, 300) + "…";
     others += "<tr><td>" + num(e.t_s - v.span.begin, 3) + "</td><td>" + escape(e.kind) + "</td><td><code>" +

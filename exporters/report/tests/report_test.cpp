@@ -159,6 +159,50 @@ TEST(Html, SelfContainedWithDataAndTables) {
   EXPECT_EQ(h.find("<td>power_limit.chosen</td>"), std::string::npos);
 }
 
+TEST(Html, HeteroAndPerseusPlansHaveTheirOwnTables) {
+  Record rec;
+  rec.meta = {{"format", "erg-record"}, {"format_version", "1"}, {"simulated", "1"}};
+  rec.devices = {{1, "gpu", 0, "device_instant", "A10"}};
+  rec.samples[1] = {{1, 0, 100}, {1, 1, 120}};
+  const nlohmann::json hetero = {{"kind", "hetero-plan"},
+                                 {"eta", 0.5},
+                                 {"global_batch", 192},
+                                 {"plans",
+                                  {{"heuristic",
+                                    {{"cost", 31.25},
+                                     {"gpus",
+                                      {{{"index", 0},
+                                        {"gpu_type", "A10"},
+                                        {"batch_size", 140},
+                                        {"power_limit_w", 150},
+                                        {"step_time_s", 0.1353},
+                                        {"energy_j", 20.5}},
+                                       {{"index", 1},
+                                        {"gpu_type", "T4"},
+                                        {"batch_size", 52},
+                                        {"power_limit_w", 65},
+                                        {"step_time_s", 0.1349},
+                                        {"energy_j", 8.41}}}}}}}}};
+  nlohmann::json rows = nlohmann::json::array();
+  for (int i = 0; i < 25; ++i)  // more plans than the table lists: the ends and about ten between
+    rows.push_back({{"index", i}, {"time_s", 2.0 - 0.04 * i}, {"cost_j", 1000.0 + 10 * i}, {"energy_j", 1100.0 + i}});
+  const nlohmann::json perseus = {{"stages", 4}, {"micro_batches", 8}, {"plans", 25}, {"frontier", rows}};
+  rec.events = {{1, "hetero.plan", hetero}, {1, "perseus.frontier", perseus}};
+  const std::string h = render_html(rec);
+  EXPECT_NE(h.find("Heterogeneous GPU plan"), std::string::npos);
+  EXPECT_NE(h.find("<tr><td>heuristic</td><td>0</td><td>A10</td><td>140</td><td>150</td><td>0.1353</td><td>20.50</td>"
+                   "<td>31.25</td></tr>"),
+            std::string::npos);
+  EXPECT_NE(h.find("<td>T4</td><td>52</td><td>65</td>"), std::string::npos);
+  EXPECT_NE(h.find("4 stages &times; 8 micro-batches, 25 plans"), std::string::npos);
+  EXPECT_NE(h.find("<tr><td>0</td><td>2.0000</td><td>1000.0</td><td>1100.0</td></tr>"), std::string::npos);  // cheapest
+  EXPECT_NE(h.find("<tr><td>24</td><td>1.0400</td><td>1240.0</td><td>1124.0</td></tr>"), std::string::npos);  // fastest
+  EXPECT_EQ(h.find("<tr><td>23</td>"), std::string::npos);  // not every plan
+  // Known kinds have their view, so they are not listed again as "other" events.
+  EXPECT_EQ(h.find("<td>hetero.plan</td>"), std::string::npos);
+  EXPECT_EQ(h.find("<td>perseus.frontier</td>"), std::string::npos);
+}
+
 TEST(Html, CompareShowsEachRunAndTheChange) {
   auto run = [](double watts) {
     Record r;
