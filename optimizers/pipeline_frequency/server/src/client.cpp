@@ -18,9 +18,8 @@ namespace {
 Error from_reply(const httplib::Result& res) {
   if (!res) return Error{ErrorCode::kUnavailable, "perseus server: " + httplib::to_string(res.error())};
   const json j = json::parse(res->body, nullptr, false);
-  std::string message = j.is_object() && j.contains("message") && j["message"].is_string()
-                            ? j["message"].get<std::string>()
-                            : res->body;
+  std::string message =
+      j.is_object() && j.contains("message") && j["message"].is_string() ? j["message"].get<std::string>() : res->body;
   const int s = res->status;
   const ErrorCode code = s == 400 || s == 422 ? ErrorCode::kInvalidArgument
                          : s == 404           ? ErrorCode::kNotFound
@@ -44,8 +43,8 @@ Client::Client(const std::string& host, int port, std::chrono::seconds read_time
 Client::~Client() = default;
 
 Result<std::string> Client::register_job(const JobInfo& job) {
-  json body{{"job_id", job.job_id},         {"pp_degree", job.pp_degree},   {"dp_degree", job.dp_degree},
-            {"tp_degree", job.tp_degree},   {"world_size", job.world_size}, {"job_metadata", nullptr}};
+  json body{{"job_id", job.job_id},       {"pp_degree", job.pp_degree},   {"dp_degree", job.dp_degree},
+            {"tp_degree", job.tp_degree}, {"world_size", job.world_size}, {"job_metadata", nullptr}};
   if (job.job_metadata) body["job_metadata"] = *job.job_metadata;
   const auto res = impl_->http.Post("/register_job", body.dump(), "application/json");
   if (!ok(res)) return fail(from_reply(res));

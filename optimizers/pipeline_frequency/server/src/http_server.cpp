@@ -42,8 +42,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   s.set_tcp_nodelay(true);
   // A GET /schedule may wait up to the service's rank_timeout; the write side must not give up first.
   s.set_write_timeout(std::chrono::hours(24));
-  s.Post("/register_job",
-         [&service](const httplib::Request& req, httplib::Response& res) { send(res, service.register_job(req.body)); });
+  s.Post("/register_job", [&service](const httplib::Request& req, httplib::Response& res) {
+    send(res, service.register_job(req.body));
+  });
   // Job ids hold '+' and whatever job_metadata holds (even '/'), so the id is the rest of the path.
   s.Post(R"(/register_rank/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
     send(res, service.register_rank(req.matches[1], req.body));

@@ -16,11 +16,11 @@ struct Service::Job {
   JobInfo info;
   std::vector<std::optional<RankInfo>> ranks;  ///< Indexed by rank.
   int registered = 0;
-  std::unique_ptr<FrequencyScheduler> scheduler;  ///< Made when the last rank registers.
-  std::vector<int> asked;                         ///< Per rank: GETs so far (its next round).
-  std::vector<bool> waiting;                      ///< Per rank: a GET of it is waiting.
-  int round = -1;                                 ///< The latest round whose schedules exist.
-  std::vector<FrequencySchedule> schedules;       ///< Of `round`.
+  std::unique_ptr<FrequencyScheduler> scheduler;        ///< Made when the last rank registers.
+  std::vector<int> asked;                               ///< Per rank: GETs so far (its next round).
+  std::vector<bool> waiting;                            ///< Per rank: a GET of it is waiting.
+  int round = -1;                                       ///< The latest round whose schedules exist.
+  std::vector<FrequencySchedule> schedules;             ///< Of `round`.
   std::vector<std::optional<ProfilingResult>> results;  ///< Of `round`.
   int result_count = 0;
   int waiters = 0;
@@ -102,7 +102,8 @@ Parsed<JobInfo> parse_job(std::string_view body) {
   if (!j) return tl::unexpected(j.error());
   JobInfo job;
   ERG_PF_CHECK(only_fields(*j, {"job_id", "pp_degree", "dp_degree", "tp_degree", "world_size", "job_metadata"}));
-  if (j->contains("job_id") && !(*j)["job_id"].is_string()) return tl::unexpected(Invalid{"job_id", "str type expected"});
+  if (j->contains("job_id") && !(*j)["job_id"].is_string())
+    return tl::unexpected(Invalid{"job_id", "str type expected"});
   ERG_PF_CHECK(get_int(*j, "pp_degree", job.pp_degree));
   ERG_PF_CHECK(get_int(*j, "dp_degree", job.dp_degree));
   ERG_PF_CHECK(get_int(*j, "tp_degree", job.tp_degree));
@@ -308,8 +309,8 @@ Reply Service::register_rank(const std::string& job_id, std::string_view body) {
   job->last_seen = options_.clock();
   const auto& ji = job->info;
   auto out_of = [](const char* what, int v, int n) {
-    return error_reply(400, std::string(what) + " " + std::to_string(v) + " is out of range [0, " +
-                                std::to_string(n) + ")");
+    return error_reply(400,
+                       std::string(what) + " " + std::to_string(v) + " is out of range [0, " + std::to_string(n) + ")");
   };
   if (info->rank < 0 || info->rank >= ji.world_size) return out_of("rank", info->rank, ji.world_size);
   if (info->dp_rank < 0 || info->dp_rank >= ji.dp_degree) return out_of("dp_rank", info->dp_rank, ji.dp_degree);
@@ -367,8 +368,8 @@ Reply Service::get_schedule(const std::string& job_id, const std::optional<std::
                                 std::to_string(round - 1) + " before asking again");
   job->last_seen = options_.clock();
   ++job->asked[r];
-  const bool everyone = job->scheduler && std::all_of(job->asked.begin(), job->asked.end(),
-                                                      [&](int a) { return a == round + 1; });
+  const bool everyone =
+      job->scheduler && std::all_of(job->asked.begin(), job->asked.end(), [&](int a) { return a == round + 1; });
   if (everyone) {
     auto schedules = job->scheduler->next_schedule();
     if (!schedules || static_cast<int>(schedules->size()) != n) {
@@ -427,8 +428,8 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
   if (job->round < 0 || job->asked[r] != job->round + 1 || job->waiting[r])
     return error_reply(409, "rank " + std::to_string(rank) + " has no schedule to report on");
   if (job->results[r])
-    return error_reply(409, "rank " + std::to_string(rank) + " already posted its result of round " +
-                                std::to_string(job->round));
+    return error_reply(
+        409, "rank " + std::to_string(rank) + " already posted its result of round " + std::to_string(job->round));
   job->results[r] = std::move(*result);
   if (++job->result_count < n) return null_reply();
   std::vector<ProfilingResult> all;

@@ -81,7 +81,8 @@ TEST(PerseusHttp, EndpointsAnswerZeusBodiesAndStatuses) {
       {"POST", "/register_job", R"({"dp_degree": 1, "pp_degree": 3, "tp_degree": 1, "world_size": 3})", 400},
       {"POST", "/register_rank/nope", rank0, 404},
       {"POST", "/register_rank/" + id, "{", 422},
-      {"POST", "/register_rank/" + id, R"({"rank": 5, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0, "available_frequencies": []})", 400},
+      {"POST", "/register_rank/" + id,
+       R"({"rank": 5, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0, "available_frequencies": []})", 400},
       {"GET", "/schedule/nope?rank=0", "", 404},
       {"GET", "/schedule/" + id, "", 422},
       {"GET", "/schedule/" + id + "?rank=one", "", 422},
@@ -92,7 +93,8 @@ TEST(PerseusHttp, EndpointsAnswerZeusBodiesAndStatuses) {
       {"GET", "/no_such_route", "", 404},
   };
   for (const auto& k : cases) {
-    auto r = std::string(k.method) == "GET" ? c.Get(k.path.c_str()) : c.Post(k.path.c_str(), k.body, "application/json");
+    auto r =
+        std::string(k.method) == "GET" ? c.Get(k.path.c_str()) : c.Post(k.path.c_str(), k.body, "application/json");
     ASSERT_TRUE(r) << k.path;
     EXPECT_EQ(r->status, k.status) << k.method << " " << k.path << " " << k.body << " -> " << r->body;
     const auto j = json::parse(r->body, nullptr, false);

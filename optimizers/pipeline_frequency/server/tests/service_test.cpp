@@ -33,13 +33,19 @@ std::string job_body(int dp, int pp, int tp, std::optional<std::string> meta = s
 }
 /// Rank r of a dp x pp job: pp_rank = r % pp, dp_rank = r / pp.
 std::string rank_body(int rank, int pp) {
-  return json{{"rank", rank}, {"dp_rank", rank / pp}, {"pp_rank", rank % pp}, {"tp_rank", 0},
+  return json{{"rank", rank},
+              {"dp_rank", rank / pp},
+              {"pp_rank", rank % pp},
+              {"tp_rank", 0},
               {"available_frequencies", {1410, 1200, 1000, 900}}}
       .dump();
 }
 std::string result_body(int rank, double time_s = 1.0, double energy_j = 100.0) {
-  return json{{"rank", rank}, {"iter_time", {time_s}}, {"iter_energy", {energy_j}},
-              {"time_breakdown", {{"forward", {{0.1, 0.2}}}}}, {"energy_breakdown", json::object()}}
+  return json{{"rank", rank},
+              {"iter_time", {time_s}},
+              {"iter_energy", {energy_j}},
+              {"time_breakdown", {{"forward", {{0.1, 0.2}}}}},
+              {"energy_breakdown", json::object()}}
       .dump();
 }
 
@@ -114,12 +120,17 @@ TEST(PerseusService, RegisterJobRejectsBadBodies) {
   };
   expect_422("{not json", json::array({"body"}));
   expect_422("[1, 2]", json::array({"body"}));
-  expect_422(R"({"dp_degree": "2", "pp_degree": 2, "tp_degree": 1, "world_size": 4})", json::array({"body", "dp_degree"}));
-  expect_422(R"({"dp_degree": 2.5, "pp_degree": 2, "tp_degree": 1, "world_size": 4})", json::array({"body", "dp_degree"}));
+  expect_422(R"({"dp_degree": "2", "pp_degree": 2, "tp_degree": 1, "world_size": 4})",
+             json::array({"body", "dp_degree"}));
+  expect_422(R"({"dp_degree": 2.5, "pp_degree": 2, "tp_degree": 1, "world_size": 4})",
+             json::array({"body", "dp_degree"}));
   expect_422(R"({"dp_degree": 2, "tp_degree": 1, "world_size": 4})", json::array({"body", "pp_degree"}));
-  expect_422(R"({"dp_degree": 2, "pp_degree": 2, "tp_degree": 1, "world_size": 5})", json::array({"body", "world_size"}));
-  expect_422(R"({"dp_degree": 0, "pp_degree": 2, "tp_degree": 1, "world_size": 0})", json::array({"body", "dp_degree"}));
-  expect_422(R"({"dp_degree": 2, "pp_degree": 2, "tp_degree": 1, "world_size": 4, "extra": 1})", json::array({"body", "extra"}));
+  expect_422(R"({"dp_degree": 2, "pp_degree": 2, "tp_degree": 1, "world_size": 5})",
+             json::array({"body", "world_size"}));
+  expect_422(R"({"dp_degree": 0, "pp_degree": 2, "tp_degree": 1, "world_size": 0})",
+             json::array({"body", "dp_degree"}));
+  expect_422(R"({"dp_degree": 2, "pp_degree": 2, "tp_degree": 1, "world_size": 4, "extra": 1})",
+             json::array({"body", "extra"}));
   expect_422(R"({"dp_degree": 2, "pp_degree": 2, "tp_degree": 1, "world_size": 4, "job_metadata": 7})",
              json::array({"body", "job_metadata"}));
   // The plan has two stages: a three-stage job cannot use it (400, the message says why).
@@ -175,8 +186,7 @@ TEST(PerseusService, UnknownJobsAndBadRanks) {
             409);
   EXPECT_EQ(s.post_result(id, result_body(0)).status, 409);  // no schedule yet
   EXPECT_EQ(s.post_result(id, R"({"rank": 0, "iter_time": "1", "iter_energy": []})").status, 422);
-  EXPECT_EQ(s.post_result(id, R"({"rank": 0, "iter_time": [1], "iter_energy": [], "time_breakdown": []})").status,
-            422);
+  EXPECT_EQ(s.post_result(id, R"({"rank": 0, "iter_time": [1], "iter_energy": [], "time_breakdown": []})").status, 422);
   EXPECT_EQ(s.post_result(id, result_body(7)).status, 400);
 }
 
@@ -200,7 +210,8 @@ TEST(PerseusService, ThreeDCopiesEachStageToItsDataParallelRanks) {
   Service s(options_3d());
   const auto id = register_all(s, 2, 2);  // ranks 0,2 are stage 0; 1,3 stage 1
   std::vector<std::future<Reply>> f;
-  for (int r = 0; r < 4; ++r) f.push_back(std::async(std::launch::async, [&, r] { return s.get_schedule(id, std::to_string(r)); }));
+  for (int r = 0; r < 4; ++r)
+    f.push_back(std::async(std::launch::async, [&, r] { return s.get_schedule(id, std::to_string(r)); }));
   const auto stage0 = json::parse(R"([["forward",1410],["backward",1200]])");
   const auto stage1 = json::parse(R"([["forward",1000],["backward",900]])");
   for (int r = 0; r < 4; ++r) {
@@ -305,8 +316,9 @@ TEST(PerseusPlan, ReadsErgJsonAndZeusFiles) {
                                        [["forward", 1000], ["backward", 900]]]})");
   ASSERT_TRUE(from_json) << from_json.error().message;
   EXPECT_EQ(*from_json, two_stages());
-  const auto from_zeus = parse_plan("[[(\"forward\", 1410), (\"backward\", 1200)],\n"
-                                    " [('forward', 1000), ('backward', 900)]]\n# time 1.0\n");
+  const auto from_zeus = parse_plan(
+      "[[(\"forward\", 1410), (\"backward\", 1200)],\n"
+      " [('forward', 1000), ('backward', 900)]]\n# time 1.0\n");
   ASSERT_TRUE(from_zeus) << from_zeus.error().message;
   EXPECT_EQ(*from_zeus, two_stages());
   EXPECT_FALSE(parse_plan(R"({"frequencies": [[["sideways", 1410]]]})"));

@@ -11,8 +11,8 @@ namespace erg::pipeline_frequency::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                            ///< 0 = any free port (see HttpServer::port()).
-  std::size_t max_body_bytes = 1 << 20;    ///< Larger bodies answer 413; results carry breakdowns.
+  int port = 0;                          ///< 0 = any free port (see HttpServer::port()).
+  std::size_t max_body_bytes = 1 << 20;  ///< Larger bodies answer 413; results carry breakdowns.
   /// Worker threads. Every rank's GET /schedule holds one while it waits for the others, so a
   /// job needs world_size of them at once: more ranks than threads wait until rank_timeout.
   int threads = 256;

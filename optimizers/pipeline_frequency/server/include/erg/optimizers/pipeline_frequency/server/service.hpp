@@ -127,7 +127,7 @@ inline constexpr std::chrono::seconds kDefaultMaxJobIdle{7 * 24 * 3600};
 
 struct ServiceOptions {
   SchedulerConfig scheduler;
-  bool dump_data = false;                 ///< Write ranks.json, {n}.prof.json, {n}.sched.json.
+  bool dump_data = false;                   ///< Write ranks.json, {n}.prof.json, {n}.sched.json.
   std::filesystem::path dump_dir = "dump";  ///< Per job, a folder named for its id.
   /// A job no request touched for longer is evicted (checked on every request and evict_idle()).
   /// Jobs with a waiting GET are never idle (their own rank_timeout ends them). Zero disables.
