@@ -242,7 +242,8 @@ std::size_t Service::evict_idle_locked() {
 
 void Service::evict_locked(const std::string& job_id, std::shared_ptr<Job> job, Reply why) {
   job->failure = std::move(why);
-  jobs_.erase(job_id);
+  // Only this job: a job registered since under the same id (same second) is another one.
+  if (auto it = jobs_.find(job_id); it != jobs_.end() && it->second == job) jobs_.erase(it);
   job->cv.notify_all();
 }
 
