@@ -40,8 +40,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   s.set_payload_max_length(options.max_body_bytes);
   // Without TCP_NODELAY a kept-alive response's body waits for the client's delayed ACK (40 ms).
   s.set_tcp_nodelay(true);
-  // A GET /schedule may wait up to the service's rank_timeout; the write side must not give up first.
-  s.set_write_timeout(std::chrono::hours(24));
+  // A waiting GET /schedule runs inside its handler, which httplib's read and write timeouts do
+  // not bound: the service's rank_timeout is the only limit on it.
   s.Post("/register_job", [&service](const httplib::Request& req, httplib::Response& res) {
     send(res, service.register_job(req.body));
   });

@@ -4,9 +4,11 @@
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
