@@ -3,18 +3,26 @@
 //
 //   erg perseus plan --profile profile.csv --stages S --microbatches M --out plans/
 //                    [--unit-ms 1] [--p2p-power-w 70] [--overwrite] [--json]
+//   erg perseus serve --plan FILE [--scheduler point-solution|point-solution-3d] [--listen 127.0.0.1:7787]
+//                     [--dump-dir D] [--max-job-idle S] [--rank-timeout S] [--threads N] [--json]
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <system_error>
+#include <thread>
 
 #include "app.hpp"
 #include "erg/core/file.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
+#include "erg/optimizers/pipeline_frequency/server/http_server.hpp"
+#include "erg/optimizers/pipeline_frequency/server/service.hpp"
 #include "run_record.hpp"
+#include "signals.hpp"
 
 namespace erg::cli {
 namespace {
@@ -85,6 +93,94 @@ void prepare_out(const fs::path& dir, bool overwrite) {
 
 void write(const fs::path& path, const std::string& text) {
   if (auto w = write_file_atomic(path, text); !w) throw CliError{kExitFailure, w.error().message};
+}
+
+struct ServeOpts {
+  std::string plan;
+  std::string scheduler = "point-solution";
+  std::string listen = "127.0.0.1:7787";
+  std::string dump_dir;
+  long long max_job_idle_s = pf::server::kDefaultMaxJobIdle.count();
+  double rank_timeout_s = static_cast<double>(pf::server::kDefaultRankTimeout.count());
+  int threads = 256;
+  bool json = false;
+};
+
+/// `erg perseus serve`: Zeus's Perseus server over a chosen plan (docs/perseus.md).
+void add_serve_command(CLI::App& perseus, Context& ctx) {
+  namespace srv = pf::server;
+  auto* serve = perseus.add_subcommand(
+      "serve", "Serve Zeus's Perseus server API: training jobs register and fetch each rank's frequency schedule");
+  auto o = std::make_shared<ServeOpts>();
+  serve->add_option("--plan", o->plan, "The plan: erg's plan_NNNNN.json or Zeus's freqs_pipeline_NNNNN.py")->required();
+  serve
+      ->add_option("--scheduler", o->scheduler,
+                   "point-solution (Zeus's PointSolution: one plan entry per rank) or point-solution-3d (one entry "
+                   "per pipeline stage, copied to its data- and tensor-parallel ranks)")
+      ->check(CLI::IsMember({"point-solution", "point-solution-3d"}));
+  serve->add_option("--listen", o->listen, "HOST:PORT (default 127.0.0.1:7787; port 0 picks a free one)");
+  serve->add_option("--dump-dir", o->dump_dir,
+                    "Write ranks.json, N.sched.json and N.prof.json per job under this folder (default: no dumps)");
+  serve
+      ->add_option("--max-job-idle", o->max_job_idle_s,
+                   "Evict a job no request touched for this many seconds "
+                   "(default 604800, a week; 0 never)")
+      ->check(CLI::NonNegativeNumber);
+  serve
+      ->add_option("--rank-timeout", o->rank_timeout_s,
+                   "Seconds a rank's GET /schedule waits for the others before the job is evicted and every "
+                   "waiting rank answers 504 (default 600)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--threads", o->threads, "Worker threads; every waiting rank holds one (default 256)")
+      ->check(CLI::Range(2, 100000));
+  serve->add_flag("--json", o->json, "Print where it serves as one JSON line on stdout once listening");
+  serve->footer("See docs/perseus.md.");
+  serve->callback([&ctx, o] {
+    std::ifstream in(o->plan);
+    if (!in) throw CliError{kExitUsage, "--plan: cannot read " + o->plan};
+    std::stringstream text;
+    text << in.rdbuf();
+    auto plan = srv::parse_plan(text.str());
+    if (!plan) throw CliError{kExitUsage, "--plan " + o->plan + ": " + plan.error().message};
+    srv::ServiceOptions so;
+    so.scheduler.kind =
+        o->scheduler == "point-solution" ? srv::SchedulerKind::kPointSolution : srv::SchedulerKind::kPointSolution3D;
+    so.scheduler.plan = std::move(*plan);
+    so.dump_data = !o->dump_dir.empty();
+    if (so.dump_data) so.dump_dir = o->dump_dir;
+    so.max_job_idle_time = std::chrono::seconds(o->max_job_idle_s);
+    so.rank_timeout = std::chrono::milliseconds(static_cast<long long>(o->rank_timeout_s * 1000));
+    srv::HttpOptions http;
+    http.threads = o->threads;
+    const auto colon = o->listen.rfind(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument("no port");
+      http.host = o->listen.substr(0, colon);
+      std::size_t used = 0;
+      const std::string port = o->listen.substr(colon + 1);
+      http.port = std::stoi(port, &used);
+      if (used != port.size() || http.port < 0 || http.port > 65535) throw std::invalid_argument("port");
+    } catch (const std::exception&) {
+      throw CliError{kExitUsage, "--listen: expected HOST:PORT (got " + o->listen + ")"};
+    }
+    const auto stages = so.scheduler.plan.size();
+    StopSignals signals;  // before the server's threads start, so they never take SIGINT/SIGTERM
+    srv::Service service(std::move(so));
+    auto server = srv::HttpServer::bind(service, http);
+    if (!server) throw CliError{kExitFailure, server.error().message};
+    std::thread serving([&] { (*server)->run(); });
+    (*server)->wait_until_ready();
+    const std::string url = "http://" + http.host + ":" + std::to_string((*server)->port());
+    if (o->json)
+      std::cout << nlohmann::json{{"url", url}, {"port", (*server)->port()}, {"plan_entries", stages}}.dump()
+                << std::endl;
+    else
+      std::cerr << "erg perseus: serving " << o->plan << " (" << stages << " entries) on " << url << "\n";
+    signals.wait(std::nullopt);
+    (*server)->stop();
+    serving.join();
+    ctx.exit_code = kExitOk;
+  });
 }
 
 }  // namespace
@@ -196,6 +292,7 @@ void add_perseus_command(CLI::App& app, Context& ctx) {
     }
     ctx.exit_code = kExitOk;
   });
+  add_serve_command(*perseus, ctx);
 }
 
 }  // namespace erg::cli

@@ -3,13 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
+#include "erg/optimizers/pipeline_frequency/server/client.hpp"
 #include "erg/optimizers/pipeline_frequency/synthetic_profile.hpp"
 #include "process.hpp"
 
@@ -130,6 +134,58 @@ TEST(ErgPerseusPlan, ClearErrors) {
   const auto help = run_shell(erg() + " perseus plan --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("--microbatches"), std::string::npos) << help.out;
+}
+
+TEST(ErgPerseusServe, ServesAPlanThePlannerWrote) {
+  testing::TempDir dir;
+  constexpr std::array<int, 4> kMhz = {1410, 1170, 930, 690};
+  std::ofstream(dir.path() + "/profile.csv") << csv(pf::synthetic_profile(2, kMhz));
+  const std::string out = dir.path() + "/plans";
+  const auto planned = run_shell(erg() + " perseus plan --profile " + shell_quote(dir.path() + "/profile.csv") +
+                                 " --stages 2 --microbatches 2 --out " + shell_quote(out) + " --json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const std::string plan = out + "/plan_00000.json";
+  const json expected = json::parse(read(plan))["frequencies"];
+
+  testing::BackgroundShell serve("exec " + erg() + " perseus serve --plan " + shell_quote(plan) +
+                                 " --scheduler point-solution-3d --listen 127.0.0.1:0 --json");
+  std::string line;
+  for (int i = 0; i < 400 && line.empty(); ++i) {
+    const auto o = serve.out();
+    if (o.find('\n') != std::string::npos)
+      line = o.substr(0, o.find('\n'));
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(line.empty()) << serve.err();
+  const int port = json::parse(line)["port"];
+  EXPECT_EQ(json::parse(line)["plan_entries"], 2);
+
+  // Two data-parallel copies of a 2-stage pipeline: each stage's plan entry reaches both.
+  pf::server::Client job("127.0.0.1", port, std::chrono::seconds(60));
+  const auto id = job.register_job({"", 2, 2, 1, 4, "e2e"});
+  ASSERT_TRUE(id) << id.error().message;
+  std::vector<std::future<Result<pf::server::FrequencySchedule>>> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(std::async(std::launch::async, [&, r]() -> Result<pf::server::FrequencySchedule> {
+      pf::server::Client c("127.0.0.1", port, std::chrono::seconds(60));
+      if (auto ok = c.register_rank(*id, {r, r / 2, r % 2, 0, {1410, 1170, 930, 690}}); !ok) return fail(ok.error());
+      return c.get_schedule(*id, r);
+    }));
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(ranks[static_cast<std::size_t>(r)].wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    const auto s = ranks[static_cast<std::size_t>(r)].get();
+    ASSERT_TRUE(s) << s.error().message;
+    json got = json::array();
+    for (const auto& [instruction, mhz] : s->frequencies) got.push_back(json::array({instruction, mhz}));
+    EXPECT_EQ(got, expected[static_cast<std::size_t>(r % 2)]) << "rank " << r;
+  }
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait(std::chrono::seconds(20)), 0) << serve.err();
+
+  const auto bad = run_shell(erg() + " perseus serve --plan " + shell_quote(dir.path() + "/profile.csv"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--plan"), std::string::npos) << bad.err;
 }
 
 }  // namespace

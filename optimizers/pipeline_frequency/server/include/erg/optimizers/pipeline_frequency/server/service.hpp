@@ -1,0 +1,186 @@
+#pragma once
+/// The Perseus server of Zeus's pipeline-frequency optimizer (reference/zeus.md §6), free of HTTP:
+/// each method takes a request's path value, query value or body and answers a status and a JSON
+/// body. Methods may be called from any number of threads at once; get_schedule blocks.
+///
+/// A job goes: POST /register_job → every rank POSTs /register_rank (the scheduler is made when
+/// the last of world_size = dp·pp·tp ranks registers) → rounds: every rank GETs /schedule (each
+/// GET waits until all ranks asked for this round), then POSTs its /result; when all results are
+/// in the scheduler observes them, and the next GETs are the next round. A rank must post its
+/// result before asking again (409 otherwise).
+///
+/// Dead-rank rule: a GET /schedule waits at most `rank_timeout` for the other ranks. When one
+/// waiter's wait runs out, the job is evicted: that GET and every other GET waiting on the job
+/// answer 504 naming the ranks that had not asked for the round, and later requests on the job
+/// id answer 404 (the training job re-registers when it restarts).
+///
+/// Errors are `{"message": "..."}`: 400 (a value out of range, a plan that does not fit the job),
+/// 404 (unknown or evicted job), 409 (a request out of turn: registering a rank twice with other
+/// values, asking twice without posting a result, posting a result twice or before the schedule),
+/// 500 (the scheduler or the dump directory failed), 503 (the server is shutting down), 504
+/// (dead rank, above). Bodies that are not JSON or have missing, mistyped or unknown fields answer
+/// 422 with FastAPI's shape, `{"detail": [{"loc": [...], "msg": "...", "type": "..."}],
+/// "message": "..."}`.
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "erg/core/result.hpp"
+#include "erg/optimizers/pipeline_frequency/planner.hpp"
+
+namespace erg::pipeline_frequency::server {
+
+struct Reply {
+  int status = 200;
+  std::string body;  ///< JSON text.
+};
+
+/// Zeus's JobInfo. job_id is ignored on input (the server names jobs, as Zeus does).
+struct JobInfo {
+  std::string job_id;
+  int pp_degree = 1;
+  int dp_degree = 1;
+  int tp_degree = 1;
+  int world_size = 1;  ///< Must equal dp·pp·tp.
+  std::optional<std::string> job_metadata;
+};
+
+/// Zeus's RankInfo: where a rank sits and the SM clocks its GPU supports (MHz).
+struct RankInfo {
+  int rank = 0;
+  int dp_rank = 0;
+  int pp_rank = 0;
+  int tp_rank = 0;
+  std::vector<int> available_frequencies;
+  bool operator==(const RankInfo&) const = default;
+};
+
+/// Zeus's FrequencySchedule: the (instruction, MHz) a rank runs, in its execution order.
+struct FrequencySchedule {
+  int rank = 0;
+  std::vector<std::pair<std::string, int>> frequencies;
+};
+
+/// Zeus's ProfilingResult: per iteration time (s) and energy (J), and per instruction breakdowns.
+struct ProfilingResult {
+  int rank = 0;
+  std::vector<double> iter_time;
+  std::vector<double> iter_energy;
+  std::map<std::string, std::vector<std::vector<double>>> time_breakdown;
+  std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
+};
+
+/// Zeus's FrequencyScheduler: one schedule per rank each round, then that round's results.
+class FrequencyScheduler {
+ public:
+  virtual ~FrequencyScheduler() = default;
+  /// The next round's schedules, indexed by rank.
+  virtual Result<std::vector<FrequencySchedule>> next_schedule() = 0;
+  /// Every rank's result of the round just scheduled, indexed by rank.
+  virtual void observe(const std::vector<ProfilingResult>& results) = 0;
+};
+
+enum class SchedulerKind {
+  kPointSolution,    ///< One plan entry per rank (#entries = world_size), repeated every round.
+  kPointSolution3D,  ///< One entry per pipeline stage (#entries = pp_degree), copied to its dp/tp ranks.
+};
+/// Zeus's class name: "PointSolution" or "PointSolution3D" (it appears in job ids).
+std::string_view scheduler_name(SchedulerKind kind);
+
+struct SchedulerConfig {
+  SchedulerKind kind = SchedulerKind::kPointSolution3D;
+  StageFrequencies plan;  ///< The chosen plan (parse_plan).
+};
+
+/// A plan as data: erg's plan JSON (`{"frequencies": [[["forward", MHz], ...] per stage], ...}`,
+/// recognised by a leading `{`) or Zeus's `freqs_pipeline_NNNNN.py` (parse_zeus_plan_file).
+/// kInvalidArgument says what is wrong.
+Result<StageFrequencies> parse_plan(std::string_view text);
+
+/// kInvalidArgument unless `config`'s plan has as many entries as the job needs.
+Result<void> check_plan(const SchedulerConfig& config, const JobInfo& job);
+/// The scheduler for a job whose ranks (indexed by rank) have all registered.
+Result<std::unique_ptr<FrequencyScheduler>> make_scheduler(const SchedulerConfig& config, const JobInfo& job,
+                                                           const std::vector<RankInfo>& ranks);
+/// Zeus's 3-D-parallel aggregation: per pipeline stage, the iteration time is the slowest rank's
+/// (max over its dp/tp ranks) and the energy the sum; breakdowns come from the stage's lowest
+/// rank. Indexed by pp_rank; `rank` is the stage.
+std::vector<ProfilingResult> aggregate_by_stage(const std::vector<ProfilingResult>& results,
+                                                const std::vector<RankInfo>& ranks, int pp_degree);
+
+/// A GET /schedule's default wait for the other ranks: ranks ask at start-up, and one may load a
+/// large checkpoint minutes after the others; ten minutes covers that and still frees a crashed
+/// job's waiting connections. Clients' read timeouts must be longer.
+inline constexpr std::chrono::seconds kDefaultRankTimeout{600};
+/// Zeus's max_job_idle_time: a week.
+inline constexpr std::chrono::seconds kDefaultMaxJobIdle{7 * 24 * 3600};
+
+struct ServiceOptions {
+  SchedulerConfig scheduler;
+  bool dump_data = false;                   ///< Write ranks.json, {n}.prof.json, {n}.sched.json.
+  std::filesystem::path dump_dir = "dump";  ///< Per job, a folder named for its id.
+  /// A job no request touched for longer is evicted (checked on every request and evict_idle()).
+  /// Jobs with a waiting GET are never idle (their own rank_timeout ends them). Zero disables.
+  std::chrono::seconds max_job_idle_time = kDefaultMaxJobIdle;
+  std::chrono::milliseconds rank_timeout = kDefaultRankTimeout;  ///< The dead-rank rule's wait.
+  /// Wall clock for job ids (local time) and idleness; tests substitute their own.
+  std::function<std::chrono::system_clock::time_point()> clock = [] { return std::chrono::system_clock::now(); };
+};
+
+class Service {
+ public:
+  explicit Service(ServiceOptions options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  /// POST /register_job with a JobInfo: 200 and the job id as a JSON string,
+  /// "%F-%H-%M-%S+dp{d}+pp{p}+tp{t}+{Scheduler}[+{job_metadata}]"; 400 the plan does not fit,
+  /// 409 that id exists (same configuration in the same second), 422 invalid.
+  Reply register_job(std::string_view body);
+  /// POST /register_rank/{job_id} with a RankInfo: 200 null; re-registering the same values is
+  /// 200, other values 409.
+  Reply register_rank(const std::string& job_id, std::string_view body);
+  /// GET /schedule/{job_id}?rank=: 200 FrequencySchedule once every rank asked for this round.
+  Reply get_schedule(const std::string& job_id, const std::optional<std::string>& rank);
+  /// POST /result/{job_id} with a ProfilingResult: 200 null.
+  Reply post_result(const std::string& job_id, std::string_view body);
+
+  /// Evicts jobs idle longer than max_job_idle_time; returns how many.
+  std::size_t evict_idle();
+  /// Whether a job id is known (not evicted).
+  bool has_job(const std::string& job_id) const;
+  /// Wakes every waiting GET with 503 and refuses new ones; for a server shutting down.
+  void close();
+
+ private:
+  struct Job;
+  std::size_t evict_idle_locked();
+  void evict_locked(const std::string& job_id, std::shared_ptr<Job> job, Reply why);
+
+  ServiceOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_;
+  bool closed_ = false;
+};
+
+/// `{"message": message}` with `status`.
+Reply error_reply(int status, std::string_view message);
+/// A 422 naming the field at `loc` ("body", then the field) as FastAPI does.
+Reply validation_reply(std::string_view field, std::string_view message, std::string_view location = "body");
+
+std::string to_json(const FrequencySchedule& schedule);
+std::string to_json(const RankInfo& rank);
+std::string to_json(const ProfilingResult& result);
+
+}  // namespace erg::pipeline_frequency::server
