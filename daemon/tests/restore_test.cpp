@@ -98,6 +98,15 @@ bool limit_becomes(FakeDaemon& f, double mw, unsigned gpu = 0) {
   return false;
 }
 
+/// Waits (bounded) until `events` holds at least `n` lines and returns them. The restorer logs
+/// after it has set the limit, so a test that saw the limit come back may still be ahead of
+/// the log line.
+std::vector<std::string> events_reach(Events& events, std::size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (events.get().size() < n && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  return events.get();
+}
+
 TEST(RestoreOnExit, AKilledSettersLimitComesBack) {
   Events events;
   const auto path = temp_socket("restore-kill");
@@ -110,7 +119,7 @@ TEST(RestoreOnExit, AKilledSettersLimitComesBack) {
   s.kill();
   EXPECT_TRUE(limit_becomes(*f, kDefaultMw)) << "GPU 0 still at " << f->gpus[0]->power_limit()->value() << " mW";
   s.reap();
-  auto lines = events.get();
+  auto lines = events_reach(events, 1);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("process " + std::to_string(s.pid)), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("restored the default limit 300 W"), std::string::npos) << lines[0];
@@ -145,7 +154,7 @@ TEST(RestoreOnExit, TheLastLiveSetterKeepsTheLimit) {
   second.kill();
   EXPECT_TRUE(limit_becomes(*f, kDefaultMw));
   second.reap();
-  EXPECT_EQ(events.get().size(), 1u);
+  EXPECT_EQ(events_reach(events, 1).size(), 1u);
 }
 
 TEST(RestoreOnExit, ALimitChangedOutsideErgdIsLeftAlone) {
@@ -157,9 +166,7 @@ TEST(RestoreOnExit, ALimitChangedOutsideErgdIsLeftAlone) {
   ASSERT_TRUE(f->gpus[0]->set_power_limit(MilliWatts(250000.0)));  // e.g. nvidia-smi -pl
   s.kill();
   s.reap();
-  const auto deadline = std::chrono::steady_clock::now() + kBound;
-  while (events.get().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(events.get().size(), 1u);
+  ASSERT_EQ(events_reach(events, 1).size(), 1u);
   EXPECT_NE(events.get()[0].find("left as it is"), std::string::npos) << events.get()[0];
   EXPECT_EQ(f->gpus[0]->power_limit()->value(), 250000.0);
 }
