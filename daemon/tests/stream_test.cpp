@@ -21,6 +21,8 @@ TEST(Server, SseDeliversEventsAndPollsOnlyWhileSubscribed) {
   EXPECT_EQ(f->daemon->subscribers(true, 1), 0u);
   client::Connection c(client::Endpoint{path});
   std::vector<nlohmann::json> events;
+  // The first value before the stream opens (its first event may come before the changer runs).
+  f->gpus[1]->set_power_mw(100000.0);
   std::thread changer([&] {
     for (int i = 0; i < 20; ++i) {
       f->gpus[1]->set_power_mw(100000.0 + 1000.0 * i);

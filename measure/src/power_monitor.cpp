@@ -92,7 +92,12 @@ struct PowerMonitor::Impl {
     errors.push_back({std::move(device), std::move(e)});
   }
 
+  // One round at a time: the thread's rounds and PowerMonitor::sample_once() (callers that want
+  // a round now, while the thread runs) share the slots' error bookkeeping.
+  std::mutex round_mu;
+
   void sample_once() {
+    std::lock_guard round(round_mu);
     for (auto& slot : gpus) {
       if (slot.failed) continue;
       for (auto& [domain, series] : slot.series) {

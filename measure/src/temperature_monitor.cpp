@@ -53,7 +53,12 @@ struct TemperatureMonitor::Impl {
     errors.push_back({"gpu" + std::to_string(s.index), std::move(e)});
   }
 
+  // One round at a time: the sampler's rounds and TemperatureMonitor::sample_once() share the
+  // slots' error counts and last values.
+  std::mutex round_mu;
+
   void sample_once() {
+    std::lock_guard round(round_mu);
     for (auto& slot : slots) {
       Slot& s = *slot;
       {

@@ -290,9 +290,13 @@ TEST(SimFidelity, SettledWindowsOnTheRealClockWithTheFollowerThread) {
   std::this_thread::sleep_for(120ms);
   auto s = m->end_window("short");
   ASSERT_TRUE(s);
-  EXPECT_TRUE(s->gpus[0].short_window);
   auto sch = m->counter_schedule(0);
   ASSERT_TRUE(sch && sch->locked);
+  // A loaded machine can oversleep the 120 ms past two periods: the flag follows the window's
+  // own duration against the schedule's period.
+  const double two_periods = 2.0 * std::chrono::duration<double>(sch->period).count();
+  EXPECT_EQ(s->gpus[0].short_window, s->time.count() < two_periods)
+      << "window " << s->time.count() << " s, two periods " << two_periods << " s";
   EXPECT_NEAR(static_cast<double>(sch->period.count()),
               static_cast<double>(machine.sensor_info(0)->energy_period.count()), 200e3);
 }

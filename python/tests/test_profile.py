@@ -29,9 +29,10 @@ def sweep(machine, threshold):
 
 
 def test_steady_gpu_is_valid_and_drifting_gpu_is_not(machine):
-    # 0.25 J is about 3 % of an iteration's energy: wide for a steady GPU on a busy CI machine (the
-    # real clock's scheduling noise), narrow for the drift below (~8 % more per trial).
-    threshold = 0.25
+    # 0.45 J is about 5 % of an iteration's energy: wide for a steady GPU on a busy machine (the
+    # real clock's scheduling noise reached 0.26 J with a load average of 10), half the spread
+    # of the drift below (~9 % more per trial over four trials: a standard deviation near 0.9 J).
+    threshold = 0.45
     steady = sweep(machine, threshold=threshold)
     e = steady.entries[0]
     print("simulated A100, steady:", e)

@@ -80,6 +80,7 @@ def test_example_runs_and_prints_what_zeus_does(machine, tmp_path):
         inner = sum(float(r[3 + g]) for r in rows[:3])
         # nested windows: the sweep holds the three (the log rounds each figure to 1 mJ), and what
         # it has beyond them was drawn in the gaps, at no more than the 400 W limit (+5 % for the
-        # sensor's gain error and noise) plus 2 % of the inner energy for where each edge falls
-        assert inner - 0.003 <= sweep_gpu[g] <= inner * 1.02 + 400 * 1.05 * gap_s
+        # sensor's gain error and noise) plus 3 % of the inner energy for where each edge falls
+        # (2.1 % seen with a load average of 10: a preempted reader places an edge late)
+        assert inner - 0.003 <= sweep_gpu[g] <= inner * 1.03 + 400 * 1.05 * gap_s
         assert sampled[g] == pytest.approx(sweep_gpu[g], rel=0.15)  # PowerMonitor over the same span
