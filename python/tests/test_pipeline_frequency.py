@@ -1,0 +1,120 @@
+"""erg.optimizers.PipelineFrequencyOptimizer (the rank side of Perseus) on the simulated machine,
+against `erg perseus serve` over loopback: a one-rank job whose GPU is set directly (no ergd).
+The four-process run with ergd and a killed rank is test_perseus_e2e.py."""
+
+import inspect
+import json
+import signal
+import subprocess
+
+import pytest
+
+import erg
+from erg.optimizers import PipelineFrequencyOptimizer
+from test_perseus_e2e import erg_bin
+
+PLAN = {"frequencies": [[["forward", 1305], ["forward", 900], ["backward", 1110], ["backward", 705]]]}
+WORK = 0.05  # simulator work units per forward (backward: twice)
+# A step's measured energy against the simulator's truth: the counter's gain error (a few %) and
+# the A100's partial sampling over a ~0.4 s step.
+STEP_ENERGY_TOLERANCE = 0.10
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    plan = tmp_path_factory.mktemp("perseus") / "plan.json"
+    plan.write_text(json.dumps(PLAN))
+    proc = subprocess.Popen([erg_bin("cli", "erg"), "perseus", "serve", "--plan", str(plan), "--scheduler",
+                             "point-solution-3d", "--listen", "127.0.0.1:0", "--rank-timeout", "20", "--json"],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line, "erg perseus serve did not start"
+    yield json.loads(line)["url"]
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+def one_rank(url, **kw):
+    return PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 1, 1, 1, url, **kw)
+
+
+def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, server):
+    opt = one_rank(server, job_metadata="unit")
+    try:
+        assert opt.job_id.endswith("+dp1+pp1+tp1+PointSolution3D+unit")
+        assert opt.available_frequencies[0] == 1410 and 705 in opt.available_frequencies
+        assert opt.schedule == [tuple(x) for x in PLAN["frequencies"][0]]
+        assert machine.locked_clocks(0) == {"sm": (1410.0, 1410.0), "memory": (1593.0, 1593.0)}
+        truth = []
+        for _ in range(2):
+            opt.on_step_begin()
+            e0 = machine.true_energy(0)
+            for name, mhz in opt.schedule:
+                opt.on_instruction_begin(name)
+                assert machine.locked_clocks(0)["sm"] == (mhz, mhz)
+                assert opt.current_frequency == mhz
+                machine.run_work(0, WORK if name == "forward" else 2 * WORK)
+                opt.on_instruction_end(name)
+            opt.on_step_end()
+            truth.append(machine.true_energy(0) - e0)
+        assert [(n, f) for n, f, _, _ in opt.instructions] == opt.schedule
+        results = opt.results
+        assert len(results) == 2
+        for res, true_j in zip(results, truth):
+            assert set(res) == {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"}
+            assert res["rank"] == 0 and len(res["iter_time"]) == 1 == len(res["iter_energy"])
+            assert sorted(res["time_breakdown"]) == ["backward", "forward"]
+            fwd_t, bwd_t = res["time_breakdown"]["forward"][0], res["time_breakdown"]["backward"][0]
+            assert len(fwd_t) == 2 and len(bwd_t) == 2
+            assert fwd_t[1] > fwd_t[0]  # the same work at 900 MHz takes longer than at 1305
+            assert bwd_t[1] > bwd_t[0]  # and at 705 than at 1110
+            assert sum(fwd_t) + sum(bwd_t) <= res["iter_time"][0]
+            assert res["iter_energy"][0] == pytest.approx(true_j, rel=STEP_ENERGY_TOLERANCE)
+    finally:
+        opt.close()
+    assert machine.locked_clocks(0) == {"sm": (0.0, 0.0), "memory": (0.0, 0.0)}
+    assert opt.current_frequency is None
+
+
+def test_instructions_out_of_plan_are_refused(machine, server):
+    opt = one_rank(server)
+    try:
+        with pytest.raises(erg.InvalidArgumentError, match="outside a step"):
+            opt.on_instruction_begin("forward")
+        opt.on_step_begin()
+        with pytest.raises(ValueError, match='is "forward", not "backward"'):
+            opt.on_instruction_begin("backward")
+        opt.on_instruction_begin("forward")
+        opt.on_instruction_end("forward")
+        with pytest.raises(erg.InvalidArgumentError, match="after 1 of the schedule's 4 instructions"):
+            opt.on_step_end()
+    finally:
+        opt.close()
+    assert machine.locked_clocks(0)["sm"] == (0.0, 0.0)
+
+
+def test_bad_arguments(machine, server):
+    with pytest.raises(ValueError, match="device_id 7"):
+        PipelineFrequencyOptimizer(0, 0, 0, 0, 7, 1, 1, 1, 1, server)
+    with pytest.raises(RuntimeError, match="share_job_id"):  # no torch.distributed here
+        PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 2, 1, 2, server)
+    with pytest.raises(erg.InvalidArgumentError, match="world_size 3"):
+        PipelineFrequencyOptimizer(0, 0, 0, 0, 0, 1, 2, 1, 3, server, share_job_id=lambda mine: mine or "")
+    with pytest.raises(erg.InvalidArgumentError, match="https is not supported"):
+        one_rank("https://127.0.0.1:1")
+    assert machine.locked_clocks(0)["sm"] == (0.0, 0.0)
+
+
+def test_zeus_import_path_and_signature():
+    from erg.compat.zeus.optimizer.pipeline_frequency import PipelineFrequencyOptimizer as Zeus
+    from erg.compat.zeus.optimizer.pipeline_frequency.optimizer import PipelineFrequencyOptimizer as Zeus2
+
+    assert Zeus is PipelineFrequencyOptimizer is Zeus2
+    params = list(inspect.signature(Zeus).parameters.values())
+    # Zeus's positional parameters, in its order (reference/zeus.md §6); erg's additions are keyword-only.
+    assert [p.name for p in params[:11]] == ["rank", "dp_rank", "pp_rank", "tp_rank", "device_id", "dp_degree",
+                                             "pp_degree", "tp_degree", "world_size", "server_url", "job_metadata"]
+    assert params[10].default is None
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[11:])
+    for hook in ("on_step_begin", "on_step_end", "on_instruction_begin", "on_instruction_end"):
+        assert callable(getattr(Zeus, hook))
