@@ -1,13 +1,13 @@
 """One rank of a simulated pipeline-parallel job, for test_perseus_e2e.py (run as a script).
 
-    python3 _perseus_rank.py RANK WORLD SERVER_URL JOB_ID_FILE OUT_FILE STEPS [--hang-at STEP]
+    python3 _perseus_rank.py RANK WORLD SERVER_URL JOB_ID_FILE OUT_FILE STEPS [--hang-at STEP] [--no-guard]
 
 Rank r is pipeline stage r on GPU r of the simulated machine (ERG_SIM_STATE); its GPU setters go
 through ergd when ERG_DAEMON_SOCK is set. Each instruction runs simulated work on the GPU while
 the optimizer holds its clock; during it the rank reads the GPU's locked clocks from the
 simulated device and records them. After every step it rewrites OUT_FILE (JSON) with what it saw
 and the results it posted. With --hang-at S it stops inside the first instruction of step S,
-clocks locked, and waits to be killed. A step whose schedule the server refuses (the job was
+clocks locked, and waits to be killed; --no-guard turns the clock guardian off. A step whose schedule the server refuses (the job was
 evicted) ends the rank with exit status 3.
 """
 
@@ -26,7 +26,9 @@ WORK = 0.02  # simulator work units per forward (backward: twice); 1 = 1 s of a 
 def main() -> int:
     rank, world, url, id_file, out_file, steps = sys.argv[1:7]
     rank, world, steps = int(rank), int(world), int(steps)
-    hang_at = int(sys.argv[8]) if len(sys.argv) > 8 and sys.argv[7] == "--hang-at" else None
+    extra = sys.argv[7:]
+    hang_at = int(extra[extra.index("--hang-at") + 1]) if "--hang-at" in extra else None
+    guard = False if "--no-guard" in extra else None
     machine = erg.sim.current()
 
     def share(mine):
@@ -52,8 +54,8 @@ def main() -> int:
             json.dump(seen, f)
         os.replace(tmp, out_file)
 
-    opt = PipelineFrequencyOptimizer(rank, 0, rank, 0, rank, 1, world, 1, world, url, share_job_id=share,
-                                     read_timeout_s=60)
+    opt = PipelineFrequencyOptimizer(rank, 0, rank, 0, rank, 1, world, 1, world, url, f"pid{os.getpid()}",
+                                     share_job_id=share, read_timeout_s=60, guard_clocks=guard)
     seen["job_id"] = opt.job_id
     seen["available"] = opt.available_frequencies
     save()

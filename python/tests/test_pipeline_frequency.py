@@ -6,12 +6,14 @@ import inspect
 import json
 import signal
 import subprocess
+import time
 
 import pytest
 
 import erg
 from erg.optimizers import PipelineFrequencyOptimizer
-from test_perseus_e2e import erg_bin
+from conftest import PYTHON, child_env
+from test_perseus_e2e import HERE, erg_bin, wait_until
 
 PLAN = {"frequencies": [[["forward", 1305], ["forward", 900], ["backward", 1110], ["backward", 705]]]}
 WORK = 0.05  # simulator work units per forward (backward: twice)
@@ -77,7 +79,7 @@ def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, se
 
 
 def test_instructions_out_of_plan_are_refused(machine, server):
-    opt = one_rank(server)
+    opt = one_rank(server, job_metadata="refusals")
     try:
         with pytest.raises(erg.InvalidArgumentError, match="outside a step"):
             opt.on_instruction_begin("forward")
@@ -118,3 +120,37 @@ def test_zeus_import_path_and_signature():
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[11:])
     for hook in ("on_step_begin", "on_step_end", "on_instruction_begin", "on_instruction_end"):
         assert callable(getattr(Zeus, hook))
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_a_killed_rank_s_clocks_come_back_through_its_guardian(machine, server, tmp_path, guard):
+    """Direct NVML (no ergd): a rank SIGKILLed inside an instruction, clocks locked. Its guardian
+    process resets them; with the guardian off (the control) they stay locked."""
+    env = child_env()
+    for k in ("ERG_DAEMON_SOCK", "ZEUSD_SOCK_PATH", "ERG_DAEMON_HOST_PORT", "ZEUSD_HOST_PORT"):
+        env.pop(k, None)
+    out = tmp_path / "rank.json"
+    args = [PYTHON, str(HERE / "_perseus_rank.py"), "0", "1", server, str(tmp_path / "id"), str(out), "2",
+            "--hang-at", "1"] + ([] if guard else ["--no-guard"])
+    rank = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until("the rank inside step 1", lambda: rank.poll() is not None or (out.exists() and any(
+            step == 1 for step, *_ in json.loads(out.read_text())["locked"])))
+        assert rank.poll() is None, rank.stderr.read()
+        planned = PLAN["frequencies"][0][0][1]
+        assert machine.locked_clocks(0) == {"sm": (planned, planned), "memory": (1593.0, 1593.0)}
+        rank.kill()
+        rank.wait(timeout=10)
+        if guard:
+            wait_until("GPU 0's clocks reset by the guardian",
+                       lambda: machine.locked_clocks(0) == {"sm": (0.0, 0.0), "memory": (0.0, 0.0)}, 20)
+        else:
+            time.sleep(1.0)  # ample for a guardian that should not be there
+            assert machine.locked_clocks(0)["sm"] == (planned, planned)
+    finally:
+        if rank.poll() is None:
+            rank.kill()
+            rank.wait(timeout=10)
+        gpu = erg._env.inventory().gpus[0]
+        gpu.reset_gpu_locked_clocks()
+        gpu.reset_memory_locked_clocks()

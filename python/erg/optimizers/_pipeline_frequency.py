@@ -3,11 +3,46 @@
 from __future__ import annotations
 
 import atexit
+import os
+import subprocess
+import sys
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _core, _env
 from .._sync import make_sync
+
+
+# The guardian: a separate process holding the read end of a pipe whose write end only the rank
+# holds. It blocks reading; when the rank exits in any way (SIGKILL included) the pipe closes. A
+# rank that reset its clocks itself writes "done" first; otherwise the guardian opens the devices
+# (same environment, so the same GPU index) and resets the GPU's locked clocks.
+_GUARDIAN = r"""
+import sys
+data = sys.stdin.buffer.read()
+if data.endswith(b"done"):
+    sys.exit(0)
+gpu_index, rank_pid = int(sys.argv[1]), sys.argv[2]
+from erg import _core
+gpu = _core.discover().gpus[gpu_index]
+for reset in (gpu.reset_gpu_locked_clocks, gpu.reset_memory_locked_clocks):
+    try:
+        reset()
+    except Exception as e:
+        print(f"erg clock guardian: GPU {gpu_index}: {e}", file=sys.stderr)
+print(f"erg clock guardian: rank process {rank_pid} exited without resetting GPU {gpu_index}'s clocks; reset them",
+      file=sys.stderr)
+"""
+
+_DAEMON_VARIABLES = ("ERG_DAEMON_SOCK", "ZEUSD_SOCK_PATH", "ERG_DAEMON_HOST_PORT", "ZEUSD_HOST_PORT")
+
+
+def _start_guardian(device_id: int) -> "subprocess.Popen[bytes]":
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    # Its own session: a signal to the rank's process group does not take the guardian along.
+    return subprocess.Popen([sys.executable, "-c", _GUARDIAN, str(device_id), str(os.getpid())],
+                            stdin=subprocess.PIPE, env=env, start_new_session=True)
 
 
 def _torch_share_job_id(world_size: int) -> Optional[Callable[[Optional[str]], str]]:
@@ -52,9 +87,10 @@ class PipelineFrequencyOptimizer:
     which must then be initialized for a job of several ranks. ``sync_with``: what to wait for
     before a clock change or a measurement edge (``"torch"`` by default, a no-op without CUDA).
 
-    The clocks are reset by :meth:`close`, at interpreter exit, and — when the GPU's setters go
-    through ergd (``ERG_DAEMON_SOCK``) — by ergd when this process exits in any way, SIGKILL
-    included.
+    The clocks are reset by :meth:`close` and at interpreter exit; when this process is killed
+    (SIGKILL included) by ergd if the GPU's setters go through it (``ERG_DAEMON_SOCK``), else by a
+    guardian process (``guard_clocks``, default: on without ergd) that resets them when this
+    process's end of a pipe closes.
     """
 
     def __init__(
@@ -74,6 +110,7 @@ class PipelineFrequencyOptimizer:
         share_job_id: Optional[Callable[[Optional[str]], str]] = None,
         sync_with: Any = "torch",
         read_timeout_s: float = 660.0,
+        guard_clocks: Optional[bool] = None,
     ) -> None:
         gpus = _env.inventory().gpus
         if not 0 <= device_id < len(gpus):
@@ -88,21 +125,32 @@ class PipelineFrequencyOptimizer:
         self.rank = rank
         self.device_id = device_id
         self._sync = make_sync(sync_with, strict=False)
-        self._native = _core.pipeline_frequency.Optimizer(
-            gpus[device_id],
-            rank,
-            dp_rank,
-            pp_rank,
-            tp_rank,
-            dp_degree,
-            pp_degree,
-            tp_degree,
-            world_size,
-            server_url,
-            job_metadata=job_metadata,
-            share_job_id=share_job_id,
-            read_timeout_s=read_timeout_s,
-        )
+        self._native = None
+        self._atexit = None
+        if guard_clocks is None:
+            guard_clocks = not any(os.environ.get(v) for v in _DAEMON_VARIABLES)
+        # Before the first clock is locked, so no moment leaves them unguarded.
+        self._guardian = _start_guardian(device_id) if guard_clocks else None
+        try:
+            native = _core.pipeline_frequency.Optimizer(
+                gpus[device_id],
+                rank,
+                dp_rank,
+                pp_rank,
+                tp_rank,
+                dp_degree,
+                pp_degree,
+                tp_degree,
+                world_size,
+                server_url,
+                job_metadata=job_metadata,
+                share_job_id=share_job_id,
+                read_timeout_s=read_timeout_s,
+            )
+        except BaseException:
+            self._release_guardian()  # the native side reset what it had locked
+            raise
+        self._native = native
         ref = weakref.ref(self)
         self._atexit = lambda: (lambda o: o.close() if o is not None else None)(ref())
         atexit.register(self._atexit)
@@ -133,11 +181,32 @@ class PipelineFrequencyOptimizer:
         self._wait()
         self._native.on_instruction_end(name)
 
+    def _release_guardian(self) -> None:
+        """Tells the guardian the clocks are reset (it exits without touching them)."""
+        guardian, self._guardian = getattr(self, "_guardian", None), None
+        if guardian is None:
+            return
+        try:
+            guardian.stdin.write(b"done")
+            guardian.stdin.close()
+            guardian.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            guardian.kill()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report it to
+            pass
+
     def close(self) -> None:
         """Resets the GPU's locked SM and memory clocks; nothing is locked afterwards."""
         native = getattr(self, "_native", None)
         if native is not None:
-            native.reset_clocks()
+            try:
+                native.reset_clocks()
+            finally:
+                self._release_guardian()
         if getattr(self, "_atexit", None) is not None:
             atexit.unregister(self._atexit)
             self._atexit = None
