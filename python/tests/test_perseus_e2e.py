@@ -1,7 +1,7 @@
 """Acceptance 4 of issue 20: Perseus end to end over loopback with four rank processes.
 
 `erg perseus plan` plans a 4-stage × 2-micro-batch pipeline from a profile; `erg perseus serve`
-serves one of its plans (point-solution-3d, a 2 s --rank-timeout); ergd runs on the simulated
+serves one of its plans (point-solution-3d, a 5 s --rank-timeout); ergd runs on the simulated
 machine; four separate Python processes (_perseus_rank.py), one per stage, each drive their GPU's
 clocks through erg.optimizers.PipelineFrequencyOptimizer with the GPU setters going through ergd.
 The test checks on the simulated devices that each GPU's locked SM clock followed its stage's plan
@@ -25,8 +25,8 @@ from conftest import PYTHON, child_env
 HERE = Path(__file__).resolve().parent
 STAGES, MICRO = 4, 2
 FREQS = (1410, 1005, 705)  # A100 clocks
-RANK_TIMEOUT_S = 2
-EVICTION_DEADLINE_S = 30  # rank timeout + process start-up and teardown on a loaded 2-core VM
+RANK_TIMEOUT_S = 5  # long enough for four Python processes to start on a loaded VM
+EVICTION_DEADLINE_S = 40  # rank timeout + process start-up and teardown on a loaded 2-core VM
 BOUND_S = 60  # any other wait
 
 

