@@ -111,10 +111,13 @@ def test_bad_arguments(machine, server):
 
 
 def test_zeus_import_path_and_signature():
+    from erg.compat.zeus.callback import Callback
     from erg.compat.zeus.optimizer.pipeline_frequency import PipelineFrequencyOptimizer as Zeus
     from erg.compat.zeus.optimizer.pipeline_frequency.optimizer import PipelineFrequencyOptimizer as Zeus2
 
-    assert Zeus is PipelineFrequencyOptimizer is Zeus2
+    assert Zeus is Zeus2 and issubclass(Zeus, PipelineFrequencyOptimizer) and issubclass(Zeus, Callback)
+    # erg's hooks, not Callback's no-ops.
+    assert Zeus.on_instruction_begin is PipelineFrequencyOptimizer.on_instruction_begin
     params = list(inspect.signature(Zeus).parameters.values())
     # Zeus's positional parameters, in its order (reference/zeus.md §6); erg's additions are keyword-only.
     assert [p.name for p in params[:11]] == ["rank", "dp_rank", "pp_rank", "tp_rank", "device_id", "dp_degree",
