@@ -157,8 +157,8 @@ Result<Config> parse_command_line(int argc, char** argv) {
                  "--max-connections");
   bool no_restore = false;
   app.add_flag("--no-restore-on-exit", no_restore,
-               "Keep a power limit set through ergd when the process that set it exits (default: the GPU's "
-               "default limit comes back)");
+               "Keep a power limit or locked clocks set through ergd when the process that set them exits "
+               "(default: the GPU's default limit comes back and its locked clocks are reset)");
   app.add_flag("--allow-insecure-socket-dir", config.allow_insecure_socket_dir,
                "Accept a sticky socket directory other users may write to (like /tmp), with a warning");
   double idle_s = 60, request_s = 10, write_s = 5;

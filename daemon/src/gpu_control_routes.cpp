@@ -106,49 +106,68 @@ Reply gpu_set_persistence_mode(const DeviceSlots& devices, const protocol::Query
 }
 
 namespace {
-/// The two locked-clock setters: block, min_clock_mhz and max_clock_mhz, checked, then `set`.
-Reply set_locked_clocks(const DeviceSlots& devices, const protocol::Query& query,
-                        Result<void> (Gpu::*set)(Megahertz, Megahertz)) {
+using Clocks = LimitRestorer::Clocks;
+
+/// The two locked-clock setters: block, min_clock_mhz and max_clock_mhz, checked, then `set`;
+/// with a restorer, the setting process owns the domain's clocks (limit_restorer.hpp).
+Reply set_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                        LimitRestorer* restorer, Clocks domain, Result<void> (Gpu::*set)(Megahertz, Megahertz)) {
   bool block = false;
   std::uint32_t lo = 0, hi = 0;
   if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
   if (auto bad = field(query.get_u32("min_clock_mhz"), lo)) return std::move(*bad);
   if (auto bad = field(query.get_u32("max_clock_mhz"), hi)) return std::move(*bad);
-  return run_on_owners(devices, query, block, on_each([lo, hi, set](Gpu& gpu) -> Result<void> {
+  std::shared_ptr<const ClientProcess> setter = restorer != nullptr ? ClientProcess::of(peer) : nullptr;
+  return run_on_owners(devices, query, block,
+                       [lo, hi, set, restorer, setter, domain](unsigned id, Gpu& gpu) -> Result<void> {
                          if (auto r = check_clock_range(lo, hi); !r) return r;
-                         return (gpu.*set)(Megahertz(lo), Megahertz(hi));
-                       }));
+                         auto r = (gpu.*set)(Megahertz(lo), Megahertz(hi));
+                         if (r && restorer != nullptr)
+                           restorer->clocks_claimed(id, domain, setter, Megahertz(lo), Megahertz(hi));
+                         return r;
+                       });
+}
+
+/// A reset of `domains`' locked clocks; with a restorer, nobody owns them after.
+Reply reset_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer, bool sm,
+                          bool memory) {
+  bool block = false;
+  if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
+  return run_on_owners(devices, query, block, [restorer, sm, memory](unsigned id, Gpu& gpu) -> Result<void> {
+    Result<void> a = ok(), b = ok();
+    if (sm) {
+      a = gpu.reset_gpu_locked_clocks();
+      if (a && restorer != nullptr) restorer->clocks_reset(id, Clocks::kSm);
+    }
+    if (memory) {
+      b = gpu.reset_memory_locked_clocks();
+      if (b && restorer != nullptr) restorer->clocks_reset(id, Clocks::kMemory);
+    }
+    return a ? b : a;
+  });
 }
 }  // namespace
 
-Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
-  return set_locked_clocks(devices, query, &Gpu::set_gpu_locked_clocks);
+Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                                LimitRestorer* restorer) {
+  return set_locked_clocks(devices, query, peer, restorer, Clocks::kSm, &Gpu::set_gpu_locked_clocks);
 }
 
-Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
-  return set_locked_clocks(devices, query, &Gpu::set_memory_locked_clocks);
+Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                                LimitRestorer* restorer) {
+  return set_locked_clocks(devices, query, peer, restorer, Clocks::kMemory, &Gpu::set_memory_locked_clocks);
 }
 
-Reply gpu_reset_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
-  bool block = false;
-  if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  return run_on_owners(devices, query, block, on_each([](Gpu& gpu) { return gpu.reset_gpu_locked_clocks(); }));
+Reply gpu_reset_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer) {
+  return reset_locked_clocks(devices, query, restorer, true, false);
 }
 
-Reply gpu_reset_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
-  bool block = false;
-  if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  return run_on_owners(devices, query, block, on_each([](Gpu& gpu) { return gpu.reset_memory_locked_clocks(); }));
+Reply gpu_reset_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer) {
+  return reset_locked_clocks(devices, query, restorer, false, true);
 }
 
-Reply gpu_reset_locked_clocks(const DeviceSlots& devices, const protocol::Query& query) {
-  bool block = false;
-  if (auto bad = field(query.get_bool("block"), block)) return std::move(*bad);
-  return run_on_owners(devices, query, block, on_each([](Gpu& gpu) -> Result<void> {
-                         auto a = gpu.reset_gpu_locked_clocks();
-                         auto b = gpu.reset_memory_locked_clocks();
-                         return a ? b : a;
-                       }));
+Reply gpu_reset_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer) {
+  return reset_locked_clocks(devices, query, restorer, true, true);
 }
 
 }  // namespace erg::daemon

@@ -23,10 +23,14 @@ Reply gpu_get_persistence_mode(const DeviceSlots& devices, const protocol::Query
 Reply gpu_set_power_limit(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
                           LimitRestorer* restorer);
 Reply gpu_set_persistence_mode(const DeviceSlots& devices, const protocol::Query& query);
-Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);
-Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);
-Reply gpu_reset_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);
-Reply gpu_reset_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);
-Reply gpu_reset_locked_clocks(const DeviceSlots& devices, const protocol::Query& query);
+/// The locked-clock routes: with a `restorer`, the setting process owns the domain's clocks
+/// until it exits (then they are reset) or another set or reset reaches them.
+Reply gpu_set_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                                LimitRestorer* restorer);
+Reply gpu_set_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, const Peer& peer,
+                                LimitRestorer* restorer);
+Reply gpu_reset_gpu_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer);
+Reply gpu_reset_mem_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer);
+Reply gpu_reset_locked_clocks(const DeviceSlots& devices, const protocol::Query& query, LimitRestorer* restorer);
 
 }  // namespace erg::daemon

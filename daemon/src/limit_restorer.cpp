@@ -48,6 +48,12 @@ std::string watts(MilliWatts limit) {
   return buf;
 }
 
+std::string mhz_range(Megahertz min, Megahertz max) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.0f, %.0f] MHz", min.value(), max.value());
+  return buf;
+}
+
 }  // namespace
 
 std::shared_ptr<const ClientProcess> ClientProcess::of(const Peer& peer) {
@@ -90,8 +96,8 @@ bool ClientProcess::exited() const {
 LimitRestorer::LimitRestorer(const DeviceSlots& devices, std::function<void(const std::string&)> log)
     : devices_(devices),
       log_(std::move(log)),
-      claims_(devices.gpus.size()),
-      generation_(devices.gpus.size(), 0),
+      claims_(devices.gpus.size() * kKinds),
+      generation_(devices.gpus.size() * kKinds, 0),
       default_(devices.gpus.size()) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   thread_ = std::thread([this] { watch_loop(); });
@@ -130,25 +136,75 @@ void LimitRestorer::before_set(unsigned gpu) {
 void LimitRestorer::claimed(unsigned gpu, std::shared_ptr<const ClientProcess> owner, MilliWatts limit) {
   {
     std::lock_guard lock(mutex_);
-    ++generation_[gpu];
+    const unsigned k = slot(gpu, kPowerLimit);
+    ++generation_[k];
     if (owner && default_[gpu])
-      claims_[gpu] = Claim{std::move(owner), limit, generation_[gpu]};
+      claims_[k] = Claim{std::move(owner), limit, Megahertz(0.0), Megahertz(0.0), generation_[k]};
     else
-      claims_[gpu].reset();  // a setter ergd cannot name: the limit stays, nobody owns it
+      claims_[k].reset();  // a setter ergd cannot name: the limit stays, nobody owns it
   }
   const std::uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
 }
 
+void LimitRestorer::clocks_claimed(unsigned gpu, Clocks domain, std::shared_ptr<const ClientProcess> owner,
+                                   Megahertz min, Megahertz max) {
+  {
+    std::lock_guard lock(mutex_);
+    const unsigned k = slot(gpu, domain == Clocks::kSm ? kSmClocks : kMemoryClocks);
+    ++generation_[k];
+    if (owner)
+      claims_[k] = Claim{std::move(owner), MilliWatts(0.0), min, max, generation_[k]};
+    else
+      claims_[k].reset();  // a setter ergd cannot name: the clocks stay locked, nobody owns them
+  }
+  const std::uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void LimitRestorer::clocks_reset(unsigned gpu, Clocks domain) {
+  std::lock_guard lock(mutex_);
+  const unsigned k = slot(gpu, domain == Clocks::kSm ? kSmClocks : kMemoryClocks);
+  ++generation_[k];
+  claims_[k].reset();
+}
+
 void LimitRestorer::restore_exited() {
-  for (unsigned gpu = 0; gpu < claims_.size(); ++gpu) {
-    auto& c = claims_[gpu];
+  for (unsigned k = 0; k < claims_.size(); ++k) {
+    auto& c = claims_[k];
     if (!c || !c->owner->exited()) continue;
+    const unsigned gpu = k / kKinds;
+    const auto kind = static_cast<Kind>(k % kKinds);
     const std::uint64_t generation = c->generation;
     const pid_t pid = c->owner->pid();
-    const MilliWatts set = c->limit;
+    const Claim claim = *c;
     c.reset();
-    devices_.gpus[gpu].worker->post([this, gpu, generation, pid, set] { restore(gpu, generation, pid, set); });
+    if (kind == kPowerLimit)
+      devices_.gpus[gpu].worker->post(
+          [this, gpu, generation, pid, set = claim.limit] { restore(gpu, generation, pid, set); });
+    else
+      devices_.gpus[gpu].worker->post([this, gpu, kind, generation, pid, claim] {
+        reset_clocks(gpu, kind, generation, pid, claim.min, claim.max);
+      });
+  }
+}
+
+void LimitRestorer::reset_clocks(unsigned gpu, Kind kind, std::uint64_t generation, pid_t pid, Megahertz min,
+                                 Megahertz max) {
+  {
+    std::lock_guard lock(mutex_);
+    if (generation_[slot(gpu, kind)] != generation) return;  // set or reset again since
+  }
+  Gpu& g = *devices_.gpus[gpu].gpu;
+  const char* domain = kind == kSmClocks ? "SM" : "memory";
+  const std::string who = "GPU " + std::to_string(gpu) + ": process " + std::to_string(pid) + ", which locked its " +
+                          domain + " clocks to " + mhz_range(min, max) + " through ergd, has exited; ";
+  auto r = kind == kSmClocks ? g.reset_gpu_locked_clocks() : g.reset_memory_locked_clocks();
+  if (log_) {
+    if (r)
+      log_(who + "reset its locked " + domain + " clocks");
+    else
+      log_(who + "could not reset its locked " + domain + " clocks: " + r.error().message);
   }
 }
 
@@ -156,7 +212,7 @@ void LimitRestorer::restore(unsigned gpu, std::uint64_t generation, pid_t pid, M
   std::optional<MilliWatts> back;
   {
     std::lock_guard lock(mutex_);
-    if (generation_[gpu] != generation) return;  // set again since: the new setter owns it
+    if (generation_[slot(gpu, kPowerLimit)] != generation) return;  // set again since: the new setter owns it
     back = default_[gpu];
   }
   if (!back) return;

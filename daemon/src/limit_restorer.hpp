@@ -9,6 +9,12 @@
 // process ergd cannot name (TCP, a pid namespace ergd cannot see) owns nothing and ends the
 // previous owner's claim: its limit stays.
 //
+// Locked clocks follow the same rule, each domain (SM, memory) on its own: the last process to lock
+// a GPU's SM (memory) clocks through ergd owns them, and when it has exited ergd resets that
+// domain's locked clocks (Gpu::reset_gpu_locked_clocks / reset_memory_locked_clocks) unless another
+// set or a reset of that domain reached the GPU through ergd since. There is no "changed outside
+// ergd" check for clocks: core's Gpu interface cannot read locked clocks back.
+//
 // A process is held by a pidfd (SO_PEERPIDFD from the request's socket, else pidfd_open of its
 // SO_PEERCRED pid), so pid reuse cannot fool it, and its exit is seen at once by poll(2) on a
 // watcher thread. Where pidfds are unavailable (kernels before 5.3, a seccomp filter), the pid and
@@ -77,22 +83,37 @@ class LimitRestorer {
   /// a process ergd cannot name) now owns the GPU's limit.
   void claimed(unsigned gpu, std::shared_ptr<const ClientProcess> owner, MilliWatts limit);
 
+  /// The two locked-clock domains.
+  enum class Clocks { kSm, kMemory };
+  /// On GPU `gpu`'s owner thread, after a set of `domain`'s locked clocks to [min, max] succeeded:
+  /// `owner` (nullptr: a process ergd cannot name, which owns nothing) now owns them.
+  void clocks_claimed(unsigned gpu, Clocks domain, std::shared_ptr<const ClientProcess> owner, Megahertz min,
+                      Megahertz max);
+  /// On GPU `gpu`'s owner thread, after a reset of `domain`'s locked clocks through ergd succeeded:
+  /// nobody owns them any more (nothing to reset when the last setter exits).
+  void clocks_reset(unsigned gpu, Clocks domain);
+
  private:
+  /// What a claim is on: the power limit, or one clock domain.
+  enum Kind : unsigned { kPowerLimit = 0, kSmClocks = 1, kMemoryClocks = 2, kKinds = 3 };
   struct Claim {
     std::shared_ptr<const ClientProcess> owner;
-    MilliWatts limit;
+    MilliWatts limit;    // kPowerLimit
+    Megahertz min, max;  // the clock kinds
     std::uint64_t generation = 0;
   };
+  static unsigned slot(unsigned gpu, Kind kind) { return gpu * kKinds + kind; }
   void watch_loop();
   /// Posts the restore of every claim whose owner exited; call with mutex_ held.
   void restore_exited();
   void restore(unsigned gpu, std::uint64_t generation, pid_t pid, MilliWatts limit);
+  void reset_clocks(unsigned gpu, Kind kind, std::uint64_t generation, pid_t pid, Megahertz min, Megahertz max);
 
   const DeviceSlots& devices_;
   std::function<void(const std::string&)> log_;
   std::mutex mutex_;
-  std::vector<std::optional<Claim>> claims_;        // per GPU
-  std::vector<std::uint64_t> generation_;           // per GPU: bumped by every set
+  std::vector<std::optional<Claim>> claims_;        // per slot(GPU, kind)
+  std::vector<std::uint64_t> generation_;           // per slot(GPU, kind): bumped by every set
   std::vector<std::optional<MilliWatts>> default_;  // per GPU: the limit to come back to
   bool stopping_ = false;
   int wake_fd_ = -1;  // eventfd: a new claim, or stop

@@ -80,11 +80,11 @@ Reply Router::route(const protocol::RouteInfo& route, const protocol::Query& q,
     case Route::kMetrics: return metrics(exposition_);
     case Route::kSetPowerLimit: return gpu_set_power_limit(devices_, q, peer, restorer_);
     case Route::kSetPersistenceMode: return gpu_set_persistence_mode(devices_, q);
-    case Route::kSetGpuLockedClocks: return gpu_set_gpu_locked_clocks(devices_, q);
-    case Route::kResetGpuLockedClocks: return gpu_reset_gpu_locked_clocks(devices_, q);
-    case Route::kSetMemLockedClocks: return gpu_set_mem_locked_clocks(devices_, q);
-    case Route::kResetMemLockedClocks: return gpu_reset_mem_locked_clocks(devices_, q);
-    case Route::kResetLockedClocks: return gpu_reset_locked_clocks(devices_, q);
+    case Route::kSetGpuLockedClocks: return gpu_set_gpu_locked_clocks(devices_, q, peer, restorer_);
+    case Route::kResetGpuLockedClocks: return gpu_reset_gpu_locked_clocks(devices_, q, restorer_);
+    case Route::kSetMemLockedClocks: return gpu_set_mem_locked_clocks(devices_, q, peer, restorer_);
+    case Route::kResetMemLockedClocks: return gpu_reset_mem_locked_clocks(devices_, q, restorer_);
+    case Route::kResetLockedClocks: return gpu_reset_locked_clocks(devices_, q, restorer_);
     case Route::kGpuGetCumulativeEnergy: return gpu_get_cumulative_energy(devices_, q);
     case Route::kGpuGetPower: return gpu_get_power(devices_, q);
     case Route::kGpuGetPowerLimit: return gpu_get_power_limit(devices_, q);

@@ -52,9 +52,14 @@ struct Setter {
   pid_t pid = -1;
   int status = 0;
 
-  Setter(const std::string& path, unsigned gpu, unsigned mw, bool stay) {
-    const std::string req = "POST /gpu/set_power_limit?gpu_ids=" + std::to_string(gpu) +
-                            "&power_limit_mw=" + std::to_string(mw) + "&block=true HTTP/1.1\r\nHost: ergd\r\n\r\n";
+  Setter(const std::string& path, unsigned gpu, unsigned mw, bool stay)
+      : Setter(path,
+               "/gpu/set_power_limit?gpu_ids=" + std::to_string(gpu) + "&power_limit_mw=" + std::to_string(mw) +
+                   "&block=true",
+               stay) {}
+  /// Any POST `target` (path and query).
+  Setter(const std::string& path, const std::string& target, bool stay) {
+    const std::string req = "POST " + target + " HTTP/1.1\r\nHost: ergd\r\n\r\n";
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
@@ -206,6 +211,126 @@ TEST(RestoreOnExit, ASetterErgdCannotNameOwnsNothing) {
   ASSERT_EQ(f.call("POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=150000&block=true").response.status, 200);
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(f.gpus[0]->power_limit()->value(), 150000.0);
+  EXPECT_TRUE(events.get().empty());
+}
+
+// Locked clocks set through ergd come back the same way, each domain on its own.
+
+/// "/gpu/set_{gpu,mem}_locked_clocks?..." for GPU `gpu` locked to [lo, hi] MHz.
+std::string lock_target(bool sm, unsigned gpu, unsigned lo, unsigned hi) {
+  return std::string(sm ? "/gpu/set_gpu_locked_clocks" : "/gpu/set_mem_locked_clocks") +
+         "?gpu_ids=" + std::to_string(gpu) + "&min_clock_mhz=" + std::to_string(lo) +
+         "&max_clock_mhz=" + std::to_string(hi) + "&block=true";
+}
+
+using Range = std::pair<double, double>;
+
+/// Waits (bounded) until `read()` gives `want`.
+template <class F>
+bool becomes(F read, Range want) {
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (read() == want) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+TEST(RestoreOnExit, AKilledSettersLockedClocksAreReset) {
+  Events events;
+  const auto path = temp_socket("restore-clocks-kill");
+  auto f = serve_logged(path, events);
+  auto& gpu = *f->gpus[1];
+  Setter sm(path, lock_target(true, 1, 1005, 1005), /*stay=*/true);
+  ASSERT_EQ(sm.status, 200);
+  Setter mem(path, lock_target(false, 1, 1215, 1215), /*stay=*/true);
+  ASSERT_EQ(mem.status, 200);
+  EXPECT_EQ(gpu.locked_gpu_clocks(), Range(1005, 1005));
+  EXPECT_EQ(gpu.locked_memory_clocks(), Range(1215, 1215));
+  sm.kill();
+  EXPECT_TRUE(becomes([&] { return gpu.locked_gpu_clocks(); }, Range(0, 0)));
+  sm.reap();
+  auto lines = events_reach(events, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("GPU 1: process " + std::to_string(sm.pid) +
+                          ", which locked its SM clocks to [1005, 1005] MHz through ergd, has exited; "
+                          "reset its locked SM clocks"),
+            std::string::npos)
+      << lines[0];
+  // The memory clocks have their own owner, still alive.
+  EXPECT_EQ(gpu.locked_memory_clocks(), Range(1215, 1215));
+  mem.kill();
+  EXPECT_TRUE(becomes([&] { return gpu.locked_memory_clocks(); }, Range(0, 0)));
+  mem.reap();
+  lines = events_reach(events, 2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("which locked its memory clocks to [1215, 1215] MHz"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("reset its locked memory clocks"), std::string::npos) << lines[1];
+  EXPECT_EQ(f->gpus[0]->locked_gpu_clocks(), Range(0, 0));  // untouched GPUs stay untouched
+}
+
+TEST(RestoreOnExit, LockedClocksOfASetterThatExitsNormallyToo) {
+  Events events;
+  const auto path = temp_socket("restore-clocks-exit");
+  auto f = serve_logged(path, events);
+  Setter s(path, lock_target(true, 2, 210, 1410), /*stay=*/false);
+  ASSERT_EQ(s.status, 200);
+  EXPECT_EQ(WEXITSTATUS(s.reap()), 0);
+  EXPECT_TRUE(becomes([&] { return f->gpus[2]->locked_gpu_clocks(); }, Range(0, 0)));
+  EXPECT_EQ(events_reach(events, 1).size(), 1u);
+}
+
+TEST(RestoreOnExit, TheLastLiveClockSetterKeepsTheClocks) {
+  Events events;
+  const auto path = temp_socket("restore-clocks-two");
+  auto f = serve_logged(path, events);
+  auto& gpu = *f->gpus[0];
+  Setter first(path, lock_target(true, 0, 1410, 1410), true);
+  ASSERT_EQ(first.status, 200);
+  Setter second(path, lock_target(true, 0, 1005, 1005), true);
+  ASSERT_EQ(second.status, 200);
+  first.kill();
+  first.reap();
+  // The second setter owns the clocks: the first one's exit changes nothing. Give the watcher
+  // ample time to have seen the exit (its pidfd wakes it at once).
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(gpu.locked_gpu_clocks(), Range(1005, 1005));
+  EXPECT_TRUE(events.get().empty());
+  second.kill();
+  EXPECT_TRUE(becomes([&] { return gpu.locked_gpu_clocks(); }, Range(0, 0)));
+  second.reap();
+  EXPECT_EQ(events_reach(events, 1).size(), 1u);
+}
+
+TEST(RestoreOnExit, AResetThroughErgdEndsTheClaim) {
+  Events events;
+  const auto path = temp_socket("restore-clocks-reset");
+  auto f = serve_logged(path, events);
+  auto& gpu = *f->gpus[0];
+  Setter s(path, lock_target(true, 0, 1005, 1005), true);
+  ASSERT_EQ(s.status, 200);
+  ASSERT_EQ(
+      status_of(raw_exchange(path, "POST /gpu/reset_locked_clocks?gpu_ids=0&block=true HTTP/1.1\r\nHost: x\r\n\r\n")),
+      200);
+  EXPECT_EQ(gpu.locked_gpu_clocks(), Range(0, 0));
+  ASSERT_TRUE(gpu.set_gpu_locked_clocks(Megahertz(900.0), Megahertz(900.0)));  // e.g. nvidia-smi -lgc later
+  s.kill();
+  s.reap();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(gpu.locked_gpu_clocks(), Range(900, 900));
+  EXPECT_TRUE(events.get().empty());
+}
+
+TEST(RestoreOnExit, OptOutKeepsTheLockedClocks) {
+  Events events;
+  const auto path = temp_socket("restore-clocks-off");
+  auto f = serve_logged(path, events, /*restore=*/false);
+  Setter s(path, lock_target(false, 3, 1215, 1215), true);
+  ASSERT_EQ(s.status, 200);
+  s.kill();
+  s.reap();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(f->gpus[3]->locked_memory_clocks(), Range(1215, 1215));
   EXPECT_TRUE(events.get().empty());
 }
 

@@ -851,8 +851,9 @@ namespace erg_python {
 const erg::Inventory& inventory_of(py::handle inventory) { return inventory.cast<const PyInventory&>().inv; }
 }  // namespace erg_python
 void bind_carbon(py::module_& m);
-void bind_bso(py::module_& m);     // bso_bindings.cpp
-void bind_report(py::module_& m);  // report_bindings.cpp
+void bind_bso(py::module_& m);      // bso_bindings.cpp
+void bind_report(py::module_& m);   // report_bindings.cpp
+void bind_perseus(py::module_& m);  // perseus_bindings.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "erg's native core (private; use the `erg` package)";
@@ -1365,6 +1366,7 @@ PYBIND11_MODULE(_core, m) {
   bind_carbon(m);
   bind_bso(m);
   bind_report(m);
+  bind_perseus(m);
 
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
@@ -1467,6 +1469,17 @@ PYBIND11_MODULE(_core, m) {
              return d;
            })
       .def("mean_power", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).mean_power.value(); })
+      .def(
+          "locked_clocks",
+          [](Machine& mach, unsigned gpu) {
+            const auto st = unwrap(mach.status(gpu));
+            py::dict d;
+            d["sm"] = py::make_tuple(st.locked_sm_min.value(), st.locked_sm_max.value());
+            d["memory"] = py::make_tuple(st.locked_mem_min.value(), st.locked_mem_max.value());
+            return d;
+          },
+          py::arg("gpu"),
+          "The GPU's locked clock ranges, MHz: {'sm': (min, max), 'memory': (min, max)}; (0, 0) when not locked.")
       .def("true_cpu_energy", [](Machine& mach, unsigned cpu) { return unwrap(mach.true_cpu_energy(cpu)).value(); })
       .def("true_dram_energy", [](Machine& mach, unsigned cpu) { return unwrap(mach.true_dram_energy(cpu)).value(); })
       .def("power", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).power.value(); })

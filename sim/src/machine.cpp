@@ -1067,6 +1067,10 @@ Result<GpuStatus> Machine::status(unsigned gpu) {
   st.lost = g.lost != 0;
   st.work_done = g.work;
   st.drift_celsius = g.drift_c;
+  st.locked_sm_min = Megahertz(g.locked_min_mhz);
+  st.locked_sm_max = Megahertz(g.locked_max_mhz);
+  st.locked_mem_min = Megahertz(g.mem_locked_min_mhz);
+  st.locked_mem_max = Megahertz(g.mem_locked_max_mhz);
   return st;
 }
 

@@ -1,5 +1,6 @@
 """Optimizers: the GPU power-limit optimizer (Zeus's GlobalPowerLimitOptimizer), the client of the
-batch-size optimizer server (Zeus's BatchSizeOptimizer; ``erg bso serve``) and the helpers a
+batch-size optimizer server (Zeus's BatchSizeOptimizer; ``erg bso serve``), the rank side of Perseus
+(Zeus's PipelineFrequencyOptimizer; ``erg perseus serve``) and the helpers a
 command run under ``erg optimize power-limit`` uses to report its steps.
 
     monitor = erg.EnergyMonitor(gpu_indices=[local_rank])
@@ -15,6 +16,7 @@ and the CLI run); this package adapts the monitor, the selectors and torch.distr
 """
 
 from ._batch_size import BatchSizeOptimizer, JobSpec, ReportResponse, TrialId
+from ._pipeline_frequency import PipelineFrequencyOptimizer
 from ._power_limit import (
     Done,
     Energy,
@@ -33,6 +35,7 @@ from ._report import report_epoch, report_step
 __all__ = [
     "PowerLimitOptimizer",
     "BatchSizeOptimizer",
+    "PipelineFrequencyOptimizer",
     "JobSpec",
     "ReportResponse",
     "TrialId",

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "erg/core/device.hpp"
@@ -101,10 +102,25 @@ class FakeGpu final : public Gpu {
   Result<std::vector<Megahertz>> supported_graphics_clocks(Megahertz) override {
     return std::vector<Megahertz>{Megahertz(1410.0), Megahertz(1005.0), Megahertz(210.0)};
   }
-  Result<void> set_gpu_locked_clocks(Megahertz, Megahertz) override { return ok(); }
-  Result<void> reset_gpu_locked_clocks() override { return ok(); }
-  Result<void> set_memory_locked_clocks(Megahertz, Megahertz) override { return ok(); }
-  Result<void> reset_memory_locked_clocks() override { return ok(); }
+  Result<void> set_gpu_locked_clocks(Megahertz lo, Megahertz hi) override {
+    sm_lo_.store(lo.value()), sm_hi_.store(hi.value());
+    return ok();
+  }
+  Result<void> reset_gpu_locked_clocks() override {
+    sm_lo_.store(0.0), sm_hi_.store(0.0);
+    return ok();
+  }
+  Result<void> set_memory_locked_clocks(Megahertz lo, Megahertz hi) override {
+    mem_lo_.store(lo.value()), mem_hi_.store(hi.value());
+    return ok();
+  }
+  Result<void> reset_memory_locked_clocks() override {
+    mem_lo_.store(0.0), mem_hi_.store(0.0);
+    return ok();
+  }
+  /// Test observation: the locked SM (memory) clock range, MHz; (0, 0) when not locked.
+  std::pair<double, double> locked_gpu_clocks() const { return {sm_lo_.load(), sm_hi_.load()}; }
+  std::pair<double, double> locked_memory_clocks() const { return {mem_lo_.load(), mem_hi_.load()}; }
   Result<int> temperature() override { return 40; }
 
  private:
@@ -119,6 +135,7 @@ class FakeGpu final : public Gpu {
   std::atomic<double> limit_mw_{300000.0};
   std::atomic<bool> persistence_{false};
   std::atomic<bool> failing_{false};
+  std::atomic<double> sm_lo_{0.0}, sm_hi_{0.0}, mem_lo_{0.0}, mem_hi_{0.0};
   std::function<double()> power_source_;
 };
 

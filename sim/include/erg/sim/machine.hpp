@@ -44,6 +44,10 @@ struct GpuStatus {
   bool lost = false;
   double work_done = 0.0;      ///< work units completed (1 unit = 1 s at full clock, util 1)
   double drift_celsius = 0.0;  ///< heat of a thermal drift so far (set_thermal_drift), °C
+  /// The SM and memory clock ranges locked through nvmlDeviceSet{Gpu,Memory}LockedClocks (any
+  /// process); 0 and 0 when not locked (reset, or never set).
+  Megahertz locked_sm_min{0.0}, locked_sm_max{0.0};
+  Megahertz locked_mem_min{0.0}, locked_mem_max{0.0};
 };
 
 /// A GPU whose cooling cannot keep up (a failing fan, a clogged heat sink, a hot aisle), for
