@@ -8,7 +8,7 @@
 // frequency time (every activity at its fastest option), so it is the cheapest plan that does not
 // slow the iteration down — Perseus's choice when no stage straggles.
 
-#include "sim_pipeline.hpp"
+#include "perseus_sim_pipeline.hpp"
 
 #include <gtest/gtest.h>
 
