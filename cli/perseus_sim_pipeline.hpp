@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "erg/core/device.hpp"
-#include "erg/devices/devices.hpp"
 #include "erg/core/result.hpp"
+#include "erg/devices/devices.hpp"
 #include "erg/optimizers/pipeline_frequency/pipeline_dag.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
 #include "erg/optimizers/pipeline_frequency/profiler.hpp"

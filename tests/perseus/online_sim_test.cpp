@@ -54,7 +54,8 @@ struct Endpoint {
   std::function<json()> state;
 };
 
-server::ProfilingResult rank_result(const SimulatedPipeline& pipe, int stage, const simulated::IterationMeasurement& m) {
+server::ProfilingResult rank_result(const SimulatedPipeline& pipe, int stage,
+                                    const simulated::IterationMeasurement& m) {
   server::ProfilingResult r;
   r.rank = stage;
   for (std::size_t it = 0; it < m.iteration_time_s.size(); ++it) {
@@ -128,7 +129,8 @@ Offline offline(SimulatedPipeline& pipe) {
   Offline o;
   SweepOptions sweep;
   sweep.stages = kStages;
-  for (std::size_t i = 0; i < pipe.frequencies().size(); i += kStep) sweep.frequencies_mhz.push_back(pipe.frequencies()[i]);
+  for (std::size_t i = 0; i < pipe.frequencies().size(); i += kStep)
+    sweep.frequencies_mhz.push_back(pipe.frequencies()[i]);
   auto profile =
       sweep_frequencies(sweep, [&](int s, Instruction i, int mhz) { return pipe.measure_instruction(s, i, mhz); });
   EXPECT_TRUE(profile) << profile.error().message;
@@ -232,7 +234,8 @@ TEST(PerseusOnlineSim, ConvergesToAPlanAsGoodAsTheOfflineOneThroughTheService) {
     const auto reg = service.register_job(job_body());
     ASSERT_EQ(reg.status, 200) << reg.body;
     const auto id = json::parse(reg.body).get<std::string>();
-    for (int r = 0; r < kStages; ++r) ASSERT_EQ(service.register_rank(id, server::to_json(rank_info(pipe, r))).status, 200);
+    for (int r = 0; r < kStages; ++r)
+      ASSERT_EQ(service.register_rank(id, server::to_json(rank_info(pipe, r))).status, 200);
     Endpoint ep;
     ep.get_schedule = [&](int r) -> Result<server::FrequencySchedule> {
       const auto reply = service.get_schedule(id, std::to_string(r));

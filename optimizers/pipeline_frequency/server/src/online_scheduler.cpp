@@ -125,8 +125,7 @@ class OnlineScheduler final : public FrequencyScheduler {
         // sweep_frequencies' rule (profiler.hpp): a rise is against the clock just above.
         sweep.rises = (sweep.measured_mhz.size() > 1 && m.energy_j > sweep.previous_j) ? sweep.rises + 1 : 0;
         sweep.previous_j = m.energy_j;
-        if ((options_.stop_after_rises > 0 && sweep.rises >= options_.stop_after_rises) ||
-            round_ + 1 >= freqs_.size())
+        if ((options_.stop_after_rises > 0 && sweep.rises >= options_.stop_after_rises) || round_ + 1 >= freqs_.size())
           sweep.stopped = true;
       }
     ++round_;
@@ -139,10 +138,8 @@ class OnlineScheduler final : public FrequencyScheduler {
     for (int s = 0; s < job_.pp_degree; ++s)
       for (const Instruction i : kInstructions) {
         const auto& w = sweeps_[index(s, i)];
-        sweeps.push_back({{"stage", s},
-                          {"instruction", to_string(i)},
-                          {"measured_mhz", w.measured_mhz},
-                          {"stopped", w.stopped}});
+        sweeps.push_back(
+            {{"stage", s}, {"instruction", to_string(i)}, {"measured_mhz", w.measured_mhz}, {"stopped", w.stopped}});
       }
     json rows = json::array();
     for (const auto& r : profile_.rows)
@@ -185,9 +182,7 @@ class OnlineScheduler final : public FrequencyScheduler {
   static std::size_t index(int stage, Instruction i) {
     return static_cast<std::size_t>(stage) * 2 + (i == Instruction::kForward ? 0 : 1);
   }
-  [[nodiscard]] double p2p_power_w() const {
-    return options_.p2p_power_w * job_.dp_degree * job_.tp_degree;
-  }
+  [[nodiscard]] double p2p_power_w() const { return options_.p2p_power_w * job_.dp_degree * job_.tp_degree; }
   [[nodiscard]] int profiling_clock(int stage, Instruction i) const {
     const auto& w = sweeps_[index(stage, i)];
     return w.stopped || round_ >= freqs_.size() ? freqs_.front() : freqs_[round_];
@@ -236,8 +231,9 @@ class OnlineScheduler final : public FrequencyScheduler {
     if (!frontier || frontier->plans.empty()) {
       const std::string why = frontier ? "the planner made no plan" : frontier.error().message;
       if (options_.log) options_.log("perseus online: job " + job_.job_id + ": planning failed: " + why);
-      return fail(frontier ? ErrorCode::kInternal : frontier.error().code,
-                  "online scheduler: planning from the profile of " + std::to_string(round_) + " rounds failed: " + why);
+      return fail(
+          frontier ? ErrorCode::kInternal : frontier.error().code,
+          "online scheduler: planning from the profile of " + std::to_string(round_) + " rounds failed: " + why);
     }
     plans_ = frontier->plans.size();
     plan_index_ = plans_ - 1;  // the fastest plan: cheapest at the all-maximum iteration time
@@ -270,7 +266,8 @@ class OnlineScheduler final : public FrequencyScheduler {
 
 Result<void> check_online(const OnlineOptions& o, const JobInfo& job) {
   (void)job;
-  if (o.micro_batches < 1) return fail(ErrorCode::kInvalidArgument, "online scheduler: micro_batches must be at least 1");
+  if (o.micro_batches < 1)
+    return fail(ErrorCode::kInvalidArgument, "online scheduler: micro_batches must be at least 1");
   if (!(o.unit_s > 0) || !std::isfinite(o.unit_s))
     return fail(ErrorCode::kInvalidArgument, "online scheduler: the time unit must be positive");
   if (!(o.p2p_power_w >= 0) || !std::isfinite(o.p2p_power_w))

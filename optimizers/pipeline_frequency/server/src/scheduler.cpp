@@ -42,12 +42,9 @@ class PointSolution final : public FrequencyScheduler {
 
 std::string_view scheduler_name(SchedulerKind kind) {
   switch (kind) {
-    case SchedulerKind::kPointSolution:
-      return "PointSolution";
-    case SchedulerKind::kPointSolution3D:
-      return "PointSolution3D";
-    case SchedulerKind::kOnline:
-      return "Online";
+    case SchedulerKind::kPointSolution: return "PointSolution";
+    case SchedulerKind::kPointSolution3D: return "PointSolution3D";
+    case SchedulerKind::kOnline: return "Online";
   }
   return "Unknown";
 }

@@ -432,8 +432,8 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
     return error_reply(
         409, "rank " + std::to_string(rank) + " already posted its result of round " + std::to_string(job->round));
   if (auto bad = job->scheduler->check_result(*result))
-    return validation_reply(bad->field, "rank " + std::to_string(rank) + ", round " + std::to_string(job->round) +
-                                            ": " + bad->message);
+    return validation_reply(
+        bad->field, "rank " + std::to_string(rank) + ", round " + std::to_string(job->round) + ": " + bad->message);
   job->results[r] = std::move(*result);
   if (++job->result_count < n) return null_reply();
   std::vector<ProfilingResult> all;

@@ -39,12 +39,8 @@ class SyntheticJob {
       : service_(service), dp_(dp), pp_(pp), m_(micro_batches), available_(std::move(available)) {
     for (const auto& r : synthetic_profile(pp, available_).rows)
       model_[{r.stage, r.instruction == Instruction::kForward ? 0 : 1, r.frequency_mhz}] = {r.time_s, r.energy_j};
-    auto reply = service_.register_job(json{{"job_id", ""},
-                                            {"dp_degree", dp},
-                                            {"pp_degree", pp},
-                                            {"tp_degree", 1},
-                                            {"world_size", dp * pp}}
-                                           .dump());
+    auto reply = service_.register_job(
+        json{{"job_id", ""}, {"dp_degree", dp}, {"pp_degree", pp}, {"tp_degree", 1}, {"world_size", dp * pp}}.dump());
     EXPECT_EQ(reply.status, 200) << reply.body;
     id_ = json::parse(reply.body).get<std::string>();
     for (int r = 0; r < dp * pp; ++r) {
@@ -64,15 +60,15 @@ class SyntheticJob {
   std::vector<std::vector<std::pair<std::string, int>>> schedules() {
     std::vector<std::future<Reply>> asks;
     for (int r = 0; r < world(); ++r)
-      asks.push_back(std::async(std::launch::async, [this, r] { return service_.get_schedule(id_, std::to_string(r)); }));
+      asks.push_back(
+          std::async(std::launch::async, [this, r] { return service_.get_schedule(id_, std::to_string(r)); }));
     std::vector<std::vector<std::pair<std::string, int>>> out;
     for (auto& a : asks) {
       const Reply reply = a.get();
       EXPECT_EQ(reply.status, 200) << reply.body;
       std::vector<std::pair<std::string, int>> s;
       const json body = json::parse(reply.body);
-      for (const auto& item : body["frequencies"])
-        s.emplace_back(item[0].get<std::string>(), item[1].get<int>());
+      for (const auto& item : body["frequencies"]) s.emplace_back(item[0].get<std::string>(), item[1].get<int>());
       out.push_back(std::move(s));
     }
     return out;
@@ -166,9 +162,8 @@ TEST(PerseusOnline, ProfilesFromTheRanksResultsPlansAndServesThePlanWithinTheBou
   SweepOptions sweep;
   sweep.stages = pp;
   sweep.frequencies_mhz = available;
-  auto offline = sweep_frequencies(sweep, [&](int s, Instruction i, int f) -> Result<InstructionMeasurement> {
-    return job.stage(s, i, f);
-  });
+  auto offline = sweep_frequencies(
+      sweep, [&](int s, Instruction i, int f) -> Result<InstructionMeasurement> { return job.stage(s, i, f); });
   ASSERT_TRUE(offline);
   std::size_t longest_sweep = 0;
   for (int s = 0; s < pp; ++s)
@@ -201,8 +196,8 @@ TEST(PerseusOnline, ProfilesFromTheRanksResultsPlansAndServesThePlanWithinTheBou
         // A profiling round: one clock per (stage, instruction), the sweep's k-th clock while it
         // sweeps, the highest once it has stopped.
         for (const auto& [name, mhz] : schedules[r]) {
-          const auto& first = *std::find_if(schedules[r].begin(), schedules[r].end(),
-                                            [&](const auto& e) { return e.first == name; });
+          const auto& first =
+              *std::find_if(schedules[r].begin(), schedules[r].end(), [&](const auto& e) { return e.first == name; });
           EXPECT_EQ(mhz, first.second);
           EXPECT_TRUE(mhz == available[round] || mhz == available.front()) << mhz << " in round " << round;
         }
@@ -215,8 +210,8 @@ TEST(PerseusOnline, ProfilesFromTheRanksResultsPlansAndServesThePlanWithinTheBou
     }
     for (int r = 0; r < dp * pp; ++r) {
       // Once planned, results need no breakdowns (Zeus's client posts none).
-      const json body = planned ? json{{"rank", r}, {"iter_time", {1.0}}, {"iter_energy", {1.0}}}
-                                : job.result(r, schedules[r]);
+      const json body =
+          planned ? json{{"rank", r}, {"iter_time", {1.0}}, {"iter_energy", {1.0}}} : job.result(r, schedules[r]);
       const Reply reply = service.post_result(job.id(), body.dump());
       ASSERT_EQ(reply.status, 200) << reply.body;
     }
@@ -293,7 +288,8 @@ TEST(PerseusOnline, RefusesResultsItCannotProfileFrom) {
 TEST(PerseusOnline, ClocksToSweepAndSettings) {
   OnlineOptions o;
   o.micro_batches = 4;
-  std::vector<RankInfo> ranks{{0, 0, 0, 0, {1410, 1395, 1380, 1365, 1350, 1335}}, {1, 0, 1, 0, {1335, 1410, 1380, 1350}}};
+  std::vector<RankInfo> ranks{{0, 0, 0, 0, {1410, 1395, 1380, 1365, 1350, 1335}},
+                              {1, 0, 1, 0, {1335, 1410, 1380, 1350}}};
   // The clocks both ranks have, highest first.
   EXPECT_EQ(*online_frequencies(o, ranks), (std::vector<int>{1410, 1380, 1350, 1335}));
   o.frequency_step = 2;

@@ -119,9 +119,9 @@ std::string_view scheduler_name(SchedulerKind kind);
 
 /// The online scheduler's settings (online_scheduler.hpp).
 struct OnlineOptions {
-  int micro_batches = 0;     ///< Per iteration; the stages are the job's pp_degree.
-  double unit_s = 0.001;     ///< The planner's time unit.
-  double p2p_power_w = 70;   ///< One GPU's power while blocked on P2P communication.
+  int micro_batches = 0;    ///< Per iteration; the stages are the job's pp_degree.
+  double unit_s = 0.001;    ///< The planner's time unit.
+  double p2p_power_w = 70;  ///< One GPU's power while blocked on P2P communication.
   /// Clocks to sweep (MHz); each must be available on every rank. Empty: the clocks every rank
   /// registered, highest first, every `frequency_step`-th one (starting at the highest).
   std::vector<int> frequencies_mhz;
