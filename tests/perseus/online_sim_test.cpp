@@ -184,6 +184,16 @@ void judge(SimulatedPipeline& pipe, const Offline& off, const Outcome& on, const
     EXPECT_LT(measured.size(), clocks) << sweep;
     for (std::size_t k = 0; k < measured.size(); ++k) EXPECT_EQ(measured[k], freqs[k]);
   }
+  // ... and each stopped by the rule: its last five clocks each cost more energy than the one above.
+  for (int s = 0; s < kStages; ++s)
+    for (const Instruction i : {Instruction::kForward, Instruction::kBackward}) {
+      std::vector<double> energy;
+      for (const auto& row : on.state["profile"])
+        if (row["stage"] == s && row["instruction"] == to_string(i)) energy.push_back(row["energy"]);
+      ASSERT_GE(energy.size(), 6u);
+      for (std::size_t k = energy.size() - 5; k < energy.size(); ++k)
+        EXPECT_GT(energy[k], energy[k - 1]) << label << ": stage " << s << " " << to_string(i) << " row " << k;
+    }
   std::size_t compared = 0;
   double worst_energy_gap = 0;
   for (const auto& row : on.state["profile"]) {
