@@ -322,6 +322,7 @@ void add_profile_command(CLI::App& perseus, Context& ctx) {
       throw CliError{made.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
                      "--sim-sku " + o->sku + ": " + made.error().message};
     auto& pipe = **made;
+    const auto started = pipe.machine().now();
     pf::SweepOptions sweep;
     sweep.stages = o->stages;
     sweep.stop_after_rises = o->stop_after_rises;
@@ -349,7 +350,7 @@ void add_profile_command(CLI::App& perseus, Context& ctx) {
     nlohmann::json work = nlohmann::json::array();
     for (const auto& w : config.stages)
       work.push_back({{"forward_ms", w.forward * 1000}, {"backward_ms", w.backward * 1000}});
-    const double virtual_s = std::chrono::duration<double>(pipe.machine().now()).count();
+    const double virtual_s = std::chrono::duration<double>(pipe.machine().now() - started).count();
     nlohmann::json j = {{"simulated", true},
                         {"spec", config.spec},
                         {"model", "faithful"},
