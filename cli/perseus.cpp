@@ -30,6 +30,7 @@
 #include "erg/optimizers/pipeline_frequency/profiler.hpp"
 #include "erg/optimizers/pipeline_frequency/server/http_server.hpp"
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
+#include "erg/sim/sku.hpp"
 #include "perseus_sim_pipeline.hpp"
 #include "run_record.hpp"
 #include "signals.hpp"
@@ -307,6 +308,11 @@ void add_profile_command(CLI::App& perseus, Context& ctx) {
                                      std::to_string(o->stages) + " stages (give one per stage)"};
     if (o->sku.empty() || o->sku.find_first_of(",= ") != std::string::npos)
       throw CliError{kExitUsage, "--sim-sku: expected a GPU model such as A100 (got '" + o->sku + "')"};
+    if (const auto* known = erg::sim::lookup_sku(o->sku);
+        known != nullptr && known->vendor != erg::sim::Vendor::kNvidia)
+      throw CliError{kExitUsage, "--sim-sku " + o->sku +
+                                     ": the simulated pipeline locks clocks through NVML; choose an NVIDIA GPU "
+                                     "(A100, H100, V100, ...)"};
     static constexpr std::array<double, 4> kLoad = {1.0, 1.19, 0.86, 1.05};
     sim::PipelineConfig config;
     config.spec = std::to_string(o->stages) + "x" + o->sku + ",cpus=0,seed=" + std::to_string(o->seed);

@@ -298,6 +298,7 @@ TEST(ErgPerseusProfile, ProfilesASimulatedPipelineThatThePlannerPlans) {
            {"--out " + shell_quote(csv_path), "exists (use --overwrite"},
            {"--out x.csv --stages 2 --stage-load 1,2,3", "3 factors for 2 stages"},
            {"--out x.csv --sim-sku Nope", "unknown GPU"},
+           {"--out x.csv --sim-sku MI300X", "choose an NVIDIA GPU"},
            {"--out x.csv --stages 0", "--stages"},
            {"--stages 2", "--out is required"},
        }) {

@@ -4,7 +4,10 @@
 // The simulated-pipeline version (acceptance 3 of issue 20) is tests/perseus/online_sim_test.cpp.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -150,6 +153,10 @@ TEST(PerseusOnline, ProfilesFromTheRanksResultsPlansAndServesThePlanWithinTheBou
   std::vector<std::string> logged;
   auto options = online(m);
   options.scheduler.online.log = [&](const std::string& line) { logged.push_back(line); };
+  const auto dump = std::filesystem::temp_directory_path() / ("erg_online_dump_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dump);
+  options.dump_data = true;
+  options.dump_dir = dump;
   Service service(options);
   SyntheticJob job(service, dp, pp, m, available);
   EXPECT_NE(job.id().find("+dp2+pp4+tp1+Online"), std::string::npos) << job.id();
@@ -243,6 +250,13 @@ TEST(PerseusOnline, ProfilesFromTheRanksResultsPlansAndServesThePlanWithinTheBou
   EXPECT_EQ(to_plan(state["scheduler"]["plan"]["frequencies"]), expected.frequencies);
   EXPECT_EQ(state["scheduler"]["plan"]["plans"], frontier->plans.size());
   EXPECT_NEAR(state["scheduler"]["plan"]["time_s"].get<double>(), expected.time_s, 1e-12);
+  // The dump holds the same state.
+  std::ifstream dumped(dump / job.id() / "scheduler.json");
+  ASSERT_TRUE(dumped) << "no scheduler.json";
+  const json from_dump = json::parse(dumped);
+  EXPECT_EQ(from_dump["phase"], "planned");
+  EXPECT_EQ(from_dump["plan"], state["scheduler"]["plan"]);
+  std::filesystem::remove_all(dump);
   ASSERT_EQ(logged.size(), 1u);
   EXPECT_NE(logged[0].find("planned after " + std::to_string(planned_at) + " profiling rounds"), std::string::npos)
       << logged[0];
