@@ -54,10 +54,16 @@ class OnlineScheduler final : public FrequencyScheduler {
       for (const int id : dag_.stage_order(r.pp_rank)) {
         const Instruction instruction = dag_.activities()[static_cast<std::size_t>(id)].instruction;
         int mhz = 0;
-        if (plan_)
-          mhz = plan_->frequencies[static_cast<std::size_t>(r.pp_rank)][k].second;
-        else
+        if (plan_) {
+          // The planner's DAG is this one, so its per-stage lists follow the same order.
+          const auto& stage = plan_->frequencies[static_cast<std::size_t>(r.pp_rank)];
+          if (k >= stage.size() || stage[k].first != instruction)
+            return fail(ErrorCode::kInternal, "online scheduler: the plan's stage " + std::to_string(r.pp_rank) +
+                                                  " does not follow the 1F1B order");
+          mhz = stage[k].second;
+        } else {
           mhz = profiling_clock(r.pp_rank, instruction);
+        }
         s.frequencies.emplace_back(std::string(to_string(instruction)), mhz);
         ++k;
       }
