@@ -74,7 +74,7 @@ class OnlineScheduler final : public FrequencyScheduler {
 
   std::optional<Rejection> check_result(const ProfilingResult& r) const override {
     if (plan_) return std::nullopt;  // planned: results are not needed (Zeus's client posts none)
-    const int m = job_.pp_degree > 0 ? dag_.micro_batches() : 0;
+    const int m = dag_.micro_batches();
     for (const auto* field : {"time_breakdown", "energy_breakdown"}) {
       const auto& b = std::string_view(field) == "time_breakdown" ? r.time_breakdown : r.energy_breakdown;
       for (const auto& [name, lists] : b)
