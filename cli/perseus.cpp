@@ -5,7 +5,15 @@
 //                    [--unit-ms 1] [--p2p-power-w 70] [--overwrite] [--json]
 //   erg perseus serve --plan FILE [--scheduler point-solution|point-solution-3d] [--listen 127.0.0.1:7787]
 //                     [--dump-dir D] [--max-job-idle S] [--rank-timeout S] [--threads N] [--json]
+//   erg perseus serve --scheduler online --microbatches M [--unit-ms 1] [--p2p-power-w 70]
+//                     [--frequency-step N | --frequencies F,...] [...as above]
+//   erg perseus profile --out profile.csv [--sim-sku A100] [--stages 4] [--microbatches 8] [--forward-ms 30]
+//                       [--stage-load 1,1.19,0.86,1.05] [--backward-ratio 2] [--frequency-step 1]
+//                       [--stop-after-rises 5] [--window-s 1] [--seed 0] [--overwrite] [--json]
 
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,8 +27,11 @@
 #include "app.hpp"
 #include "erg/core/file.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
+#include "erg/optimizers/pipeline_frequency/profiler.hpp"
 #include "erg/optimizers/pipeline_frequency/server/http_server.hpp"
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
+#include "erg/sim/sku.hpp"
+#include "perseus_sim_pipeline.hpp"
 #include "run_record.hpp"
 #include "signals.hpp"
 
@@ -97,6 +108,11 @@ void write(const fs::path& path, const std::string& text) {
 
 struct ServeOpts {
   std::string plan;
+  int micro_batches = 0;
+  double unit_ms = 1.0;
+  double p2p_power_w = 70.0;
+  int frequency_step = 1;
+  std::vector<int> frequencies;
   std::string scheduler = "point-solution";
   std::string listen = "127.0.0.1:7787";
   std::string dump_dir;
@@ -112,12 +128,29 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
   auto* serve = perseus.add_subcommand(
       "serve", "Serve Zeus's Perseus server API: training jobs register and fetch each rank's frequency schedule");
   auto o = std::make_shared<ServeOpts>();
-  serve->add_option("--plan", o->plan, "The plan: erg's plan_NNNNN.json or Zeus's freqs_pipeline_NNNNN.py")->required();
+  serve->add_option("--plan", o->plan,
+                    "The plan: erg's plan_NNNNN.json or Zeus's freqs_pipeline_NNNNN.py (point-solution schedulers)");
   serve
       ->add_option("--scheduler", o->scheduler,
-                   "point-solution (Zeus's PointSolution: one plan entry per rank) or point-solution-3d (one entry "
-                   "per pipeline stage, copied to its data- and tensor-parallel ranks)")
-      ->check(CLI::IsMember({"point-solution", "point-solution-3d"}));
+                   "point-solution (Zeus's PointSolution: one plan entry per rank), point-solution-3d (one entry "
+                   "per pipeline stage, copied to its data- and tensor-parallel ranks) or online (no plan: profile "
+                   "from the ranks' results during the first rounds, plan, then serve the fastest plan)")
+      ->check(CLI::IsMember({"point-solution", "point-solution-3d", "online"}));
+  serve->add_option("--microbatches", o->micro_batches, "online: micro-batches per iteration (required)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--unit-ms", o->unit_ms, "online: time unit of the plan in ms (default 1)")
+      ->check(positive_number());
+  serve
+      ->add_option("--p2p-power-w", o->p2p_power_w,
+                   "online: power one GPU draws while blocked on pipeline communication, W (default 70)")
+      ->check(non_negative_number());
+  serve
+      ->add_option("--frequency-step", o->frequency_step,
+                   "online: sweep every N-th clock the ranks share, from the highest (default 1: all)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--frequencies", o->frequencies, "online: the clocks to sweep, MHz (default: see --frequency-step)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   serve->add_option("--listen", o->listen, "HOST:PORT (default 127.0.0.1:7787; port 0 picks a free one)");
   serve->add_option("--dump-dir", o->dump_dir,
                     "Write ranks.json, N.sched.json and N.prof.json per job under this folder (default: no dumps)");
@@ -135,17 +168,34 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
       ->check(CLI::Range(2, 100000));
   serve->add_flag("--json", o->json, "Print where it serves as one JSON line on stdout once listening");
   serve->footer("See docs/perseus.md.");
-  serve->callback([&ctx, o] {
-    std::ifstream in(o->plan);
-    if (!in) throw CliError{kExitUsage, "--plan: cannot read " + o->plan};
-    std::stringstream text;
-    text << in.rdbuf();
-    auto plan = srv::parse_plan(text.str());
-    if (!plan) throw CliError{kExitUsage, "--plan " + o->plan + ": " + plan.error().message};
+  serve->callback([&ctx, o, serve] {
     srv::ServiceOptions so;
-    so.scheduler.kind =
-        o->scheduler == "point-solution" ? srv::SchedulerKind::kPointSolution : srv::SchedulerKind::kPointSolution3D;
-    so.scheduler.plan = std::move(*plan);
+    const bool online = o->scheduler == "online";
+    if (online) {
+      if (!o->plan.empty()) throw CliError{kExitUsage, "--plan: the online scheduler makes its own plan; leave it out"};
+      if (o->micro_batches < 1) throw CliError{kExitUsage, "--scheduler online needs --microbatches"};
+      so.scheduler.kind = srv::SchedulerKind::kOnline;
+      auto& on = so.scheduler.online;
+      on.micro_batches = o->micro_batches;
+      on.unit_s = o->unit_ms / 1000.0;
+      on.p2p_power_w = o->p2p_power_w;
+      on.frequency_step = o->frequency_step;
+      on.frequencies_mhz = o->frequencies;
+      on.log = [](const std::string& line) { std::cerr << line << std::endl; };
+    } else {
+      for (const char* flag : {"--microbatches", "--unit-ms", "--p2p-power-w", "--frequency-step", "--frequencies"})
+        if (serve->count(flag) > 0) throw CliError{kExitUsage, std::string(flag) + " is for --scheduler online only"};
+      if (o->plan.empty()) throw CliError{kExitUsage, "--plan is required (unless --scheduler online)"};
+      std::ifstream in(o->plan);
+      if (!in) throw CliError{kExitUsage, "--plan: cannot read " + o->plan};
+      std::stringstream text;
+      text << in.rdbuf();
+      auto plan = srv::parse_plan(text.str());
+      if (!plan) throw CliError{kExitUsage, "--plan " + o->plan + ": " + plan.error().message};
+      so.scheduler.kind =
+          o->scheduler == "point-solution" ? srv::SchedulerKind::kPointSolution : srv::SchedulerKind::kPointSolution3D;
+      so.scheduler.plan = std::move(*plan);
+    }
     so.dump_data = !o->dump_dir.empty();
     if (so.dump_data) so.dump_dir = o->dump_dir;
     so.max_job_idle_time = std::chrono::seconds(o->max_job_idle_s);
@@ -172,13 +222,165 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
     (*server)->wait_until_ready();
     const std::string url = "http://" + http.host + ":" + std::to_string((*server)->port());
     if (o->json)
-      std::cout << nlohmann::json{{"url", url}, {"port", (*server)->port()}, {"plan_entries", stages}}.dump()
+      std::cout << nlohmann::json{{"url", url},
+                                  {"port", (*server)->port()},
+                                  {"scheduler", o->scheduler},
+                                  {"plan_entries", online ? nlohmann::json(nullptr) : nlohmann::json(stages)}}
+                       .dump()
                 << std::endl;
+    else if (online)
+      std::cerr << "erg perseus: serving the online scheduler (" << o->micro_batches << " micro-batches) on " << url
+                << "; GET /state/<job id> shows its phase and plan\n";
     else
       std::cerr << "erg perseus: serving " << o->plan << " (" << stages << " entries) on " << url << "\n";
     signals.wait(std::nullopt);
     (*server)->stop();
     serving.join();
+    ctx.exit_code = kExitOk;
+  });
+}
+
+struct ProfileOpts {
+  std::string out;
+  std::string sku = "A100";
+  int stages = 4;
+  int micro_batches = 8;
+  double forward_ms = 30.0;
+  std::vector<double> stage_load;
+  double backward_ratio = 2.0;
+  int frequency_step = 1;
+  int stop_after_rises = 5;
+  double window_s = 1.0;
+  unsigned long long seed = 0;
+  bool overwrite = false;
+  bool json = false;
+};
+
+/// `erg perseus profile`: Perseus's profiling sweep on a simulated pipeline (docs/perseus.md).
+void add_profile_command(CLI::App& perseus, Context& ctx) {
+  auto* profile = perseus.add_subcommand(
+      "profile",
+      "Profile a simulated pipeline for `erg perseus plan`: per stage, forward and backward, the time and energy of "
+      "one micro-batch at each GPU clock from the highest down (stopping after energy rises 5 times in a row), and "
+      "the power of a GPU blocked on P2P communication. Runs on the simulated machine only (faithful model, virtual "
+      "clock); the output is labelled simulated");
+  auto o = std::make_shared<ProfileOpts>();
+  profile->add_option("--out", o->out, "The profile CSV to write (stage,instruction,frequency,time,energy)")
+      ->required();
+  profile->add_option("--sim-sku", o->sku, "Simulated GPU model of every stage (default A100; see `erg simulate`)");
+  profile->add_option("--stages", o->stages, "Pipeline stages, one GPU each (default 4)")->check(CLI::Range(1, 64));
+  profile->add_option("--microbatches", o->micro_batches, "Micro-batches per iteration (default 8; for the summary)")
+      ->check(CLI::PositiveNumber);
+  profile
+      ->add_option("--forward-ms", o->forward_ms,
+                   "One micro-batch's forward on a stage of load 1 at the highest clock, ms (default 30)")
+      ->check(positive_number());
+  profile
+      ->add_option("--stage-load", o->stage_load,
+                   "Per stage, a factor on its work (one per stage; default 1, 1.19, 0.86, 1.05 repeating: "
+                   "imbalanced stages)")
+      ->delimiter(',')
+      ->check(positive_number());
+  profile->add_option("--backward-ratio", o->backward_ratio, "Backward work / forward work (default 2)")
+      ->check(positive_number());
+  profile
+      ->add_option("--frequency-step", o->frequency_step,
+                   "Try every N-th supported clock from the highest (default 1: all)")
+      ->check(CLI::PositiveNumber);
+  profile
+      ->add_option("--stop-after-rises", o->stop_after_rises,
+                   "Stop a stage's instruction after energy rose this many clocks in a row (default 5; 0: all)")
+      ->check(CLI::NonNegativeNumber);
+  profile->add_option("--window-s", o->window_s, "Measuring window per clock, simulated s (default 1)")
+      ->check(positive_number());
+  profile->add_option("--seed", o->seed, "Seed of the simulated machine (default 0)");
+  profile->add_flag("--overwrite", o->overwrite, "Replace --out if it exists");
+  profile->add_flag("--json", o->json, "Print a JSON summary (rows, clocks, measured P2P-blocking power)");
+  profile->footer(
+      "Then: erg perseus plan --profile FILE --stages S --microbatches M --p2p-power-w W. See docs/perseus.md.");
+  profile->callback([&ctx, o] {
+    namespace sim = pf::simulated;
+    std::error_code ec;
+    if (!o->overwrite && fs::exists(o->out, ec))
+      throw CliError{kExitUsage, "--out: " + o->out + " exists (use --overwrite to replace it)"};
+    if (!o->stage_load.empty() && static_cast<int>(o->stage_load.size()) != o->stages)
+      throw CliError{kExitUsage, "--stage-load: " + std::to_string(o->stage_load.size()) + " factors for " +
+                                     std::to_string(o->stages) + " stages (give one per stage)"};
+    if (o->sku.empty() || o->sku.find_first_of(",= ") != std::string::npos)
+      throw CliError{kExitUsage, "--sim-sku: expected a GPU model such as A100 (got '" + o->sku + "')"};
+    if (const auto* known = erg::sim::lookup_sku(o->sku);
+        known != nullptr && known->vendor != erg::sim::Vendor::kNvidia)
+      throw CliError{kExitUsage, "--sim-sku " + o->sku +
+                                     ": the simulated pipeline locks clocks through NVML; choose an NVIDIA GPU "
+                                     "(A100, H100, V100, ...)"};
+    static constexpr std::array<double, 4> kLoad = {1.0, 1.19, 0.86, 1.05};
+    sim::PipelineConfig config;
+    config.spec = std::to_string(o->stages) + "x" + o->sku + ",cpus=0,seed=" + std::to_string(o->seed);
+    config.micro_batches = o->micro_batches;
+    for (int s = 0; s < o->stages; ++s) {
+      const double load = o->stage_load.empty() ? kLoad[static_cast<std::size_t>(s) % kLoad.size()]
+                                                : o->stage_load[static_cast<std::size_t>(s)];
+      const double f = o->forward_ms / 1000.0 * load;
+      config.stages.push_back(sim::StageWork{f, f * o->backward_ratio});
+    }
+    auto made = sim::SimulatedPipeline::create(config);
+    if (!made)
+      throw CliError{made.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                     "--sim-sku " + o->sku + ": " + made.error().message};
+    auto& pipe = **made;
+    const auto started = pipe.machine().now();
+    pf::SweepOptions sweep;
+    sweep.stages = o->stages;
+    sweep.stop_after_rises = o->stop_after_rises;
+    for (std::size_t i = 0; i < pipe.frequencies().size(); i += static_cast<std::size_t>(o->frequency_step))
+      sweep.frequencies_mhz.push_back(pipe.frequencies()[i]);
+    auto result = pf::sweep_frequencies(
+        sweep, [&](int s, pf::Instruction i, int mhz) { return pipe.measure_instruction(s, i, mhz, o->window_s); });
+    if (!result) throw CliError{kExitFailure, "profiling: " + result.error().message};
+    std::vector<double> p2p;
+    double p2p_mean = 0;
+    for (int s = 0; s < o->stages; ++s) {
+      auto w = pipe.measure_blocking_power(s, o->window_s);
+      if (!w) throw CliError{kExitFailure, "P2P-blocking power: " + w.error().message};
+      p2p.push_back(*w);
+      p2p_mean += *w / o->stages;
+    }
+    write(o->out, pf::to_profile_csv(*result));
+    nlohmann::json rows_per = nlohmann::json::array();
+    for (int s = 0; s < o->stages; ++s)
+      for (const auto i : {pf::Instruction::kForward, pf::Instruction::kBackward}) {
+        const auto n = std::count_if(result->rows.begin(), result->rows.end(),
+                                     [&](const pf::ProfileRow& r) { return r.stage == s && r.instruction == i; });
+        rows_per.push_back({{"stage", s}, {"instruction", pf::to_string(i)}, {"rows", n}});
+      }
+    nlohmann::json work = nlohmann::json::array();
+    for (const auto& w : config.stages)
+      work.push_back({{"forward_ms", w.forward * 1000}, {"backward_ms", w.backward * 1000}});
+    const double virtual_s = std::chrono::duration<double>(pipe.machine().now() - started).count();
+    nlohmann::json j = {{"simulated", true},
+                        {"spec", config.spec},
+                        {"model", "faithful"},
+                        {"stages", o->stages},
+                        {"micro_batches", o->micro_batches},
+                        {"stage_work_at_max_clock", work},
+                        {"frequencies_offered", sweep.frequencies_mhz},
+                        {"stop_after_rises", o->stop_after_rises},
+                        {"rows", result->rows.size()},
+                        {"rows_per_instruction", rows_per},
+                        {"p2p_power_w", p2p_mean},
+                        {"p2p_power_w_per_stage", p2p},
+                        {"out", o->out},
+                        {"simulated_time_s", virtual_s}};
+    if (o->json) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::printf(
+          "simulated: %d stages on %s (faithful model, virtual clock): %zu rows at up to %zu clocks -> %s\n"
+          "simulated: P2P-blocking power %.1f W (measured on the simulated GPUs)\n"
+          "next: erg perseus plan --profile %s --stages %d --microbatches %d --p2p-power-w %.1f --out plans/\n",
+          o->stages, config.spec.c_str(), result->rows.size(), sweep.frequencies_mhz.size(), o->out.c_str(), p2p_mean,
+          o->out.c_str(), o->stages, o->micro_batches, p2p_mean);
+    }
     ctx.exit_code = kExitOk;
   });
 }
@@ -293,6 +495,7 @@ void add_perseus_command(CLI::App& app, Context& ctx) {
     ctx.exit_code = kExitOk;
   });
   add_serve_command(*perseus, ctx);
+  add_profile_command(*perseus, ctx);
 }
 
 }  // namespace erg::cli

@@ -188,5 +188,129 @@ TEST(ErgPerseusServe, ServesAPlanThePlannerWrote) {
   EXPECT_NE(bad.err.find("--plan"), std::string::npos) << bad.err;
 }
 
+TEST(ErgPerseusServe, OnlineSchedulerNeedsNoPlan) {
+  testing::BackgroundShell serve("exec " + erg() +
+                                 " perseus serve --scheduler online --microbatches 2 --frequency-step 2 "
+                                 "--listen 127.0.0.1:0 --json");
+  std::string line;
+  for (int i = 0; i < 400 && line.empty(); ++i) {
+    const auto o = serve.out();
+    if (o.find('\n') != std::string::npos)
+      line = o.substr(0, o.find('\n'));
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(line.empty()) << serve.err();
+  const json started = json::parse(line);
+  EXPECT_EQ(started["scheduler"], "online");
+  EXPECT_TRUE(started["plan_entries"].is_null());
+  // Round 0 of a 2-stage job: every computation at the highest clock the ranks share.
+  pf::server::Client job("127.0.0.1", started["port"].get<int>(), std::chrono::seconds(60));
+  const auto id = job.register_job({"", 2, 1, 1, 2, std::nullopt});
+  ASSERT_TRUE(id) << id.error().message;
+  EXPECT_NE(id->find("+dp1+pp2+tp1+Online"), std::string::npos) << *id;
+  std::vector<std::future<Result<pf::server::FrequencySchedule>>> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(std::async(std::launch::async, [&, r]() -> Result<pf::server::FrequencySchedule> {
+      pf::server::Client c("127.0.0.1", started["port"].get<int>(), std::chrono::seconds(60));
+      if (auto ok = c.register_rank(*id, {r, 0, r, 0, {1410, 1300, 1200}}); !ok) return fail(ok.error());
+      return c.get_schedule(*id, r);
+    }));
+  for (auto& f : ranks) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    const auto s = f.get();
+    ASSERT_TRUE(s) << s.error().message;
+    ASSERT_EQ(s->frequencies.size(), 4u);
+    for (const auto& [instruction, mhz] : s->frequencies) EXPECT_EQ(mhz, 1410);
+  }
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait(std::chrono::seconds(20)), 0) << serve.err();
+
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--scheduler online", "--scheduler online needs --microbatches"},
+           {"--scheduler online --microbatches 2 --plan x.json", "the online scheduler makes its own plan"},
+           {"--scheduler point-solution --plan x.json --microbatches 2", "--microbatches is for --scheduler online"},
+           {"--scheduler point-solution-3d", "--plan is required"},
+       }) {
+    const auto r = run_shell(erg() + " perseus serve --listen 127.0.0.1:0 " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+  }
+}
+
+TEST(ErgPerseusProfile, ProfilesASimulatedPipelineThatThePlannerPlans) {
+  testing::TempDir dir;
+  const std::string csv_path = dir.path() + "/profile.csv";
+  const auto r = run_shell(erg() + " perseus profile --out " + shell_quote(csv_path) +
+                           " --stages 2 --microbatches 4 --stage-load 1,1.3 --frequency-step 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["simulated"], true);
+  EXPECT_EQ(j["spec"], "2xA100,cpus=0,seed=0");
+  const auto& offered = j["frequencies_offered"];
+  ASSERT_GE(offered.size(), 8u);
+  EXPECT_EQ(offered[0], 1410);
+  EXPECT_EQ(offered[1], 1410 - 8 * 15);  // every eighth of the A100's 15 MHz steps
+  // Blocked A100s draw about their idle power (55 W in the simulator's model).
+  const double p2p = j["p2p_power_w"];
+  EXPECT_GT(p2p, 45.0);
+  EXPECT_LT(p2p, 65.0);
+
+  // The CSV is what the planner reads, with the rows the summary counts; times follow the device
+  // model (30 ms forward at 1410 MHz for load 1, 39 ms for load 1.3, backward twice that).
+  auto profile = pf::read_profile_csv(csv_path);
+  ASSERT_TRUE(profile) << profile.error().message;
+  EXPECT_EQ(profile->rows.size(), j["rows"].get<std::size_t>());
+  for (const auto& row : profile->rows) {
+    if (row.frequency_mhz != 1410) continue;
+    const double want = 0.030 * (row.stage == 0 ? 1.0 : 1.3) * (row.instruction == pf::Instruction::kForward ? 1 : 2);
+    EXPECT_NEAR(row.time_s, want, 0.003 * want) << row.stage << " " << pf::to_string(row.instruction);
+    EXPECT_GT(row.energy_j, 0.0);
+  }
+
+  const std::string out = dir.path() + "/plans";
+  const auto planned = run_shell(erg() + " perseus plan --profile " + shell_quote(csv_path) +
+                                 " --stages 2 --microbatches 4 --unit-ms 0.25 --p2p-power-w " + std::to_string(p2p) +
+                                 " --out " + shell_quote(out) + " --json");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const json frontier = json::parse(planned.out);
+  const auto n = frontier["plans"].get<std::size_t>();
+  ASSERT_GE(n, 2u);
+  EXPECT_TRUE(std::filesystem::exists(out + "/plan_00000.json"));
+  const auto& fastest = frontier["frontier"][n - 1];
+  const auto& cheapest = frontier["frontier"][0];
+  // The heavier stage bounds the iteration: 4 micro-batches x (39 + 78) ms at least, and the
+  // 1F1B fill and drain (one more slot) at most, plus a unit per computation of rounding.
+  EXPECT_GT(fastest["time_s"].get<double>(), 4 * 0.117);
+  EXPECT_LT(fastest["time_s"].get<double>(), 5 * 0.117 + 16 * 0.00025);
+  EXPECT_GT(cheapest["time_s"].get<double>(), fastest["time_s"].get<double>());
+  EXPECT_GT(fastest["energy_j"].get<double>(), 0.0);
+
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--out " + shell_quote(csv_path), "exists (use --overwrite"},
+           {"--out x.csv --stages 2 --stage-load 1,2,3", "3 factors for 2 stages"},
+           {"--out x.csv --sim-sku Nope", "unknown GPU"},
+           {"--out x.csv --sim-sku MI300X", "choose an NVIDIA GPU"},
+           {"--out x.csv --stages 0", "--stages"},
+           {"--stages 2", "--out is required"},
+       }) {
+    const auto bad = run_shell(erg() + " perseus profile " + c.args);
+    EXPECT_EQ(bad.exit_code, 2) << c.args << ": " << bad.err;
+    EXPECT_NE(bad.err.find(c.says), std::string::npos) << c.args << ": " << bad.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists("x.csv"));
+  const auto help = run_shell(erg() + " perseus profile --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("simulated"), std::string::npos) << help.out;
+}
+
 }  // namespace
 }  // namespace erg

@@ -55,6 +55,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   s.Post(R"(/result/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
     send(res, service.post_result(req.matches[1], req.body));
   });
+  // erg's addition: the job's scheduler state (the online scheduler's phase and plan).
+  s.Get(R"(/state/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
+    send(res, service.get_state(req.matches[1]));
+  });
   // Statuses httplib answers itself get a JSON body too, FastAPI's {"detail": ...}.
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "erg/optimizers/pipeline_frequency/server/online_scheduler.hpp"
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
 
 namespace erg::pipeline_frequency::server {
@@ -24,9 +25,10 @@ class PointSolution final : public FrequencyScheduler {
   PointSolution(std::vector<FrequencySchedule> schedules, bool three_d, std::vector<RankInfo> ranks, int pp_degree)
       : schedules_(std::move(schedules)), three_d_(three_d), ranks_(std::move(ranks)), pp_degree_(pp_degree) {}
   Result<std::vector<FrequencySchedule>> next_schedule() override { return schedules_; }
-  void observe(const std::vector<ProfilingResult>& results) override {
+  Result<void> observe(const std::vector<ProfilingResult>& results) override {
     // The 3-D form hands its inner scheduler one result per stage; a point solution ignores them.
     if (three_d_) (void)aggregate_by_stage(results, ranks_, pp_degree_);
+    return {};
   }
 
  private:
@@ -39,7 +41,12 @@ class PointSolution final : public FrequencyScheduler {
 }  // namespace
 
 std::string_view scheduler_name(SchedulerKind kind) {
-  return kind == SchedulerKind::kPointSolution ? "PointSolution" : "PointSolution3D";
+  switch (kind) {
+    case SchedulerKind::kPointSolution: return "PointSolution";
+    case SchedulerKind::kPointSolution3D: return "PointSolution3D";
+    case SchedulerKind::kOnline: return "Online";
+  }
+  return "Unknown";
 }
 
 Result<StageFrequencies> parse_plan(std::string_view text) {
@@ -71,6 +78,7 @@ Result<StageFrequencies> parse_plan(std::string_view text) {
 }
 
 Result<void> check_plan(const SchedulerConfig& config, const JobInfo& job) {
+  if (config.kind == SchedulerKind::kOnline) return check_online(config.online, job);
   const bool three_d = config.kind == SchedulerKind::kPointSolution3D;
   const int want = three_d ? job.pp_degree : job.world_size;
   if (static_cast<int>(config.plan.size()) != want)
@@ -84,6 +92,7 @@ Result<void> check_plan(const SchedulerConfig& config, const JobInfo& job) {
 Result<std::unique_ptr<FrequencyScheduler>> make_scheduler(const SchedulerConfig& config, const JobInfo& job,
                                                            const std::vector<RankInfo>& ranks) {
   if (auto ok = check_plan(config, job); !ok) return fail(ok.error());
+  if (config.kind == SchedulerKind::kOnline) return make_online_scheduler(config.online, job, ranks);
   const bool three_d = config.kind == SchedulerKind::kPointSolution3D;
   std::vector<FrequencySchedule> schedules;
   for (const auto& r : ranks) {

@@ -431,6 +431,9 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
   if (job->results[r])
     return error_reply(
         409, "rank " + std::to_string(rank) + " already posted its result of round " + std::to_string(job->round));
+  if (auto bad = job->scheduler->check_result(*result))
+    return validation_reply(
+        bad->field, "rank " + std::to_string(rank) + ", round " + std::to_string(job->round) + ": " + bad->message);
   job->results[r] = std::move(*result);
   if (++job->result_count < n) return null_reply();
   std::vector<ProfilingResult> all;
@@ -440,8 +443,33 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
     dumped.push_back(result_json(*res));
   }
   dump_file(job->dump, std::to_string(job->round) + ".prof.json", dumped);
-  job->scheduler->observe(all);
+  auto observed = job->scheduler->observe(all);
+  if (!job->dump.empty()) {
+    const json state = json::parse(job->scheduler->state_json(), nullptr, false);
+    if (!state.is_discarded() && !state.is_null()) dump_file(job->dump, "scheduler.json", state);
+  }
+  if (!observed) {
+    Reply why = error_reply(500, "job " + job_id + " evicted: the scheduler failed after round " +
+                                     std::to_string(job->round) + ": " + observed.error().message);
+    evict_locked(job_id, job, why);
+    return why;
+  }
   return null_reply();
+}
+
+Reply Service::get_state(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  if (closed_) return error_reply(503, "the server is shutting down");
+  evict_idle_locked();
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return error_reply(404, "unknown job " + job_id);
+  const auto& job = *it->second;
+  json state = nullptr;
+  if (job.scheduler) {
+    state = json::parse(job.scheduler->state_json(), nullptr, false);
+    if (state.is_discarded()) state = nullptr;
+  }
+  return Reply{200, answer_text(json{{"job_id", job_id}, {"round", job.round}, {"scheduler", state}})};
 }
 
 }  // namespace erg::pipeline_frequency::server

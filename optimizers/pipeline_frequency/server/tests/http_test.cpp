@@ -90,6 +90,7 @@ TEST(PerseusHttp, EndpointsAnswerZeusBodiesAndStatuses) {
       {"POST", "/result/nope", R"({"rank": 0, "iter_time": [1], "iter_energy": [1]})", 404},
       {"POST", "/result/" + id, R"({"rank": 0, "iter_time": [1]})", 422},
       {"POST", "/result/" + id, R"({"rank": 0, "iter_time": [1], "iter_energy": [1]})", 409},
+      {"GET", "/state/nope", "", 404},
       {"GET", "/no_such_route", "", 404},
   };
   for (const auto& k : cases) {
@@ -105,6 +106,14 @@ TEST(PerseusHttp, EndpointsAnswerZeusBodiesAndStatuses) {
       EXPECT_TRUE(j["message"].is_string()) << r->body;
     }
   }
+  // erg's GET /state: the round and the scheduler's state (a point solution has none).
+  res = c.Get(("/state/" + id).c_str());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const auto state = json::parse(res->body);
+  EXPECT_EQ(state["job_id"], id);
+  EXPECT_EQ(state["round"], -1);
+  EXPECT_TRUE(state["scheduler"].is_null());
 }
 
 TEST(PerseusHttp, FourRanksInLockStep) {

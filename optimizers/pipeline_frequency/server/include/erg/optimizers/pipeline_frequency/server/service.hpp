@@ -71,7 +71,11 @@ struct FrequencySchedule {
   std::vector<std::pair<std::string, int>> frequencies;
 };
 
-/// Zeus's ProfilingResult: per iteration time (s) and energy (J), and per instruction breakdowns.
+/// Zeus's ProfilingResult: per iteration time (s) and energy (J), and per instruction breakdowns
+/// (Zeus's type, `dict[str, list[list[float]]]`). erg's shape of the breakdowns, which the online
+/// scheduler requires while it profiles: keys "forward" and "backward"; per key one list per
+/// iteration (parallel to iter_time), each holding that iteration's per-micro-batch values in
+/// execution order — times in s (`time_breakdown`), GPU energies in J (`energy_breakdown`).
 struct ProfilingResult {
   int rank = 0;
   std::vector<double> iter_time;
@@ -86,20 +90,51 @@ class FrequencyScheduler {
   virtual ~FrequencyScheduler() = default;
   /// The next round's schedules, indexed by rank.
   virtual Result<std::vector<FrequencySchedule>> next_schedule() = 0;
-  /// Every rank's result of the round just scheduled, indexed by rank.
-  virtual void observe(const std::vector<ProfilingResult>& results) = 0;
+  /// Every rank's result of the round just scheduled, indexed by rank. An error ends the job (the
+  /// service evicts it and the last poster hears 500 with the message): a scheduler that cannot
+  /// go on must not hand out a wrong schedule.
+  virtual Result<void> observe(const std::vector<ProfilingResult>& results) = 0;
+  /// Checked when a rank posts, before the result is accepted: a rejection for a result this
+  /// scheduler cannot use (the service answers 422 naming the body's `field`; the rank may post
+  /// again). Default: any result.
+  struct Rejection {
+    std::string field;
+    std::string message;
+  };
+  virtual std::optional<Rejection> check_result(const ProfilingResult& result) const {
+    (void)result;
+    return std::nullopt;
+  }
+  /// The scheduler's state as JSON text, for GET /state and the dumps; "null" if it has none.
+  virtual std::string state_json() const { return "null"; }
 };
 
 enum class SchedulerKind {
   kPointSolution,    ///< One plan entry per rank (#entries = world_size), repeated every round.
   kPointSolution3D,  ///< One entry per pipeline stage (#entries = pp_degree), copied to its dp/tp ranks.
+  kOnline,           ///< Profiles during the first rounds, plans, then serves the plan (online_scheduler.hpp).
 };
-/// Zeus's class name: "PointSolution" or "PointSolution3D" (it appears in job ids).
+/// Zeus's class name: "PointSolution" or "PointSolution3D" (it appears in job ids); "Online".
 std::string_view scheduler_name(SchedulerKind kind);
+
+/// The online scheduler's settings (online_scheduler.hpp).
+struct OnlineOptions {
+  int micro_batches = 0;    ///< Per iteration; the stages are the job's pp_degree.
+  double unit_s = 0.001;    ///< The planner's time unit.
+  double p2p_power_w = 70;  ///< One GPU's power while blocked on P2P communication.
+  /// Clocks to sweep (MHz); each must be available on every rank. Empty: the clocks every rank
+  /// registered, highest first, every `frequency_step`-th one (starting at the highest).
+  std::vector<int> frequencies_mhz;
+  int frequency_step = 1;
+  int stop_after_rises = 5;  ///< As SweepOptions (profiler.hpp); 0 sweeps every clock.
+  /// Called with a line when a job's scheduler plans (or fails to); may be empty.
+  std::function<void(const std::string&)> log;
+};
 
 struct SchedulerConfig {
   SchedulerKind kind = SchedulerKind::kPointSolution3D;
-  StageFrequencies plan;  ///< The chosen plan (parse_plan).
+  StageFrequencies plan;  ///< The chosen plan (parse_plan); unused by kOnline.
+  OnlineOptions online;   ///< kOnline only.
 };
 
 /// A plan as data: erg's plan JSON (`{"frequencies": [[["forward", MHz], ...] per stage], ...}`,
@@ -153,8 +188,14 @@ class Service {
   Reply register_rank(const std::string& job_id, std::string_view body);
   /// GET /schedule/{job_id}?rank=: 200 FrequencySchedule once every rank asked for this round.
   Reply get_schedule(const std::string& job_id, const std::optional<std::string>& rank);
-  /// POST /result/{job_id} with a ProfilingResult: 200 null.
+  /// POST /result/{job_id} with a ProfilingResult: 200 null; 422 when the scheduler cannot use
+  /// the result (the online scheduler while profiling: breakdowns missing or of the wrong shape);
+  /// 500 when the last result of a round makes the scheduler fail (the job is evicted).
   Reply post_result(const std::string& job_id, std::string_view body);
+  /// GET /state/{job_id} (erg's, not Zeus's): 200 `{"job_id", "round", "scheduler": state}` —
+  /// round is the latest round scheduled (−1 before the first), scheduler the scheduler's
+  /// state_json() (null before every rank registered).
+  Reply get_state(const std::string& job_id);
 
   /// Evicts jobs idle longer than max_job_idle_time; returns how many.
   std::size_t evict_idle();

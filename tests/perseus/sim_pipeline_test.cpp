@@ -8,8 +8,6 @@
 // frequency time (every activity at its fastest option), so it is the cheapest plan that does not
 // slow the iteration down — Perseus's choice when no stage straggles.
 
-#include "sim_pipeline.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,6 +15,7 @@
 
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
 #include "erg/optimizers/pipeline_frequency/profiler.hpp"
+#include "perseus_sim_pipeline.hpp"
 
 namespace erg::pipeline_frequency::simulated {
 namespace {

@@ -1,7 +1,9 @@
 #pragma once
 /// A synchronous 1F1B pipeline on the simulated machine (sim/, faithful model, virtual clock), for
-/// testing Perseus end to end: profile it, plan it, run the plan. Test support: it drives the
-/// simulator's control API, which optimizers/ proper may not include (scripts/check-layers).
+/// Perseus end to end: profile it (`erg perseus profile`), plan it, run the plan, and be the ranks
+/// of a job on the Perseus server (tests/perseus). It drives the simulator's control API and
+/// opens the GPUs through devices/ (the production NVML path to the simulated driver), so it sits
+/// above both, in cli/ (ARCHITECTURE.md; optimizers/ may include neither).
 ///
 /// The model. Stage s runs on GPU s. One micro-batch's forward (backward) on stage s is
 /// `work` units of the simulator (1 unit = 1 s of a fully busy GPU at its highest clock), run as
@@ -23,6 +25,7 @@
 
 #include "erg/core/device.hpp"
 #include "erg/core/result.hpp"
+#include "erg/devices/devices.hpp"
 #include "erg/optimizers/pipeline_frequency/pipeline_dag.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
 #include "erg/optimizers/pipeline_frequency/profiler.hpp"
@@ -46,6 +49,14 @@ struct PipelineConfig {
 /// Iterations as run: means per iteration.
 struct IterationMeasurement {
   double time_s = 0;
+  /// Per measured iteration: its time (s) and each stage's GPU energy (J, physical).
+  std::vector<double> iteration_time_s;
+  std::vector<std::vector<double>> iteration_stage_energy_j;
+  /// Per measured iteration, per activity id (PipelineDag order): the computation's duration (s)
+  /// and its GPU's physical energy over that duration (J) — what a per-computation meter would
+  /// read (the simulated NVML counter updates every 100 ms, too coarse for one computation).
+  std::vector<std::vector<double>> activity_time_s;
+  std::vector<std::vector<double>> activity_energy_j;
   double energy_j = 0;                  ///< All stages' GPUs, the simulator's physical energy.
   std::vector<double> stage_energy_j;   ///< Per stage.
   std::vector<double> stage_blocked_s;  ///< Per stage: time not computing.
@@ -96,6 +107,7 @@ class SimulatedPipeline {
   PipelineConfig config_;
   PipelineDag dag_;
   std::unique_ptr<sim::Machine> machine_;
+  devices::Devices devices_;  // the same machine, attached through devices/
   std::vector<std::shared_ptr<Gpu>> gpus_;
   std::vector<int> frequencies_;
   std::vector<int> locked_;  // per stage, the clock locked now (0: none yet)

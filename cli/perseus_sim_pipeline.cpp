@@ -1,4 +1,4 @@
-#include "sim_pipeline.hpp"
+#include "perseus_sim_pipeline.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,6 @@
 #include <string>
 #include <utility>
 
-#include "erg/backends/nvml/discovery.hpp"
 #include "erg/sim/sku.hpp"
 #include "erg/sim/spec.hpp"
 
@@ -38,13 +37,21 @@ Result<std::unique_ptr<SimulatedPipeline>> SimulatedPipeline::create(PipelineCon
   p->machine_ = std::move(*m);
   p->machine_->set_privilege(sim::Privilege::kEveryone);  // locking clocks needs it, as on a real node
   if (auto r = p->machine_->export_env(); !r) return fail(r.error());
-  nvml::DiscoveryOptions o;
-  o.cuda_visible_devices = std::optional<std::string>();
-  auto found = nvml::discover(o);
+  // Open the GPUs as every erg program does: devices/ attaches to the machine just exported (same
+  // spec, ERG_SIM_STATE) and opens it through the NVML backend and the simulated driver.
+  devices::DeviceOptions o;
+  o.simulate = p->machine_->spec().text;
+  o.daemon = devices::DaemonUse::kNever;
+  o.cuda_visible_devices = std::optional<std::optional<std::string>>(std::optional<std::string>());
+  auto found = devices::open_devices(o);
   if (!found) return fail(found.error());
-  if (static_cast<int>(found->gpus.size()) < stages)
+  if (found->machine == nullptr || found->source != devices::Source::kSimulatedAttached)
+    return fail(ErrorCode::kInternal, "simulated pipeline: devices/ did not attach to the pipeline's machine");
+  p->devices_ = std::move(*found);
+  const auto& gpus = p->devices_.inventory.gpus;
+  if (static_cast<int>(gpus.size()) < stages)
     return fail(ErrorCode::kNotFound, "simulated pipeline: NVML lists fewer GPUs than stages");
-  p->gpus_.assign(found->gpus.begin(), found->gpus.begin() + stages);
+  p->gpus_.assign(gpus.begin(), gpus.begin() + stages);
 
   const sim::Sku* sku = sim::lookup_sku(spec->gpus.front().sku);
   for (int s = 1; s < stages; ++s)
@@ -139,6 +146,14 @@ Result<IterationMeasurement> SimulatedPipeline::run(const StageFrequencies& plan
       }
     }
     const bool record = it >= warmup;
+    const double t_iter = seconds();
+    std::vector<double> e_iter(S), e_began(S);
+    for (int s = 0; s < S; ++s) {
+      auto e = machine_->true_energy(s);
+      if (!e) return fail(e.error());
+      e_iter[s] = e->value();
+    }
+    std::vector<double> act_time(acts.size()), act_energy(acts.size()), began(S);
     std::vector<char> done(acts.size(), 0);
     std::vector<std::size_t> next(S, 0);  // position in the stage's order
     std::vector<int> running(S, -1);      // activity id, −1: blocked
@@ -163,6 +178,10 @@ Result<IterationMeasurement> SimulatedPipeline::run(const StageFrequencies& plan
         if (st->utilization != 1.0)
           if (auto r = machine_->set_utilization(s, 1.0); !r) return fail(r.error());
         if (record) out.stage_blocked_s[s] += seconds() - since[s];
+        began[s] = seconds();
+        auto e0 = machine_->true_energy(s);
+        if (!e0) return fail(e0.error());
+        e_began[s] = e0->value();
         running[s] = id;
         target[s] = st->work_done + work(s, acts[id].instruction);
       }
@@ -185,6 +204,10 @@ Result<IterationMeasurement> SimulatedPipeline::run(const StageFrequencies& plan
         if (!st) return fail(st.error());
         // Done within a nanosecond's work (the simulator rounds finish times up to whole ns).
         if (target[s] - st->work_done > 1e-9 * sim::model_speed(sku, mhz[running[s]])) continue;
+        auto e1 = machine_->true_energy(s);
+        if (!e1) return fail(e1.error());
+        act_time[running[s]] = seconds() - began[s];
+        act_energy[running[s]] = e1->value() - e_began[s];
         done[running[s]] = 1;
         ++finished;
         running[s] = -1;
@@ -192,8 +215,18 @@ Result<IterationMeasurement> SimulatedPipeline::run(const StageFrequencies& plan
         since[s] = seconds();
       }
     }
-    if (record)
+    if (record) {
       for (int s = 0; s < S; ++s) out.stage_blocked_s[s] += seconds() - since[s];
+      out.iteration_time_s.push_back(seconds() - t_iter);
+      auto& energy = out.iteration_stage_energy_j.emplace_back(S);
+      for (int s = 0; s < S; ++s) {
+        auto e = machine_->true_energy(s);
+        if (!e) return fail(e.error());
+        energy[s] = e->value() - e_iter[s];
+      }
+      out.activity_time_s.push_back(std::move(act_time));
+      out.activity_energy_j.push_back(std::move(act_energy));
+    }
   }
   for (int s = 0; s < S; ++s)
     if (auto r = machine_->set_utilization(s, config_.blocking_utilization); !r) return fail(r.error());
