@@ -11,8 +11,11 @@
 //                       [--stage-load 1,1.19,0.86,1.05] [--backward-ratio 2] [--frequency-step 1]
 //                       [--stop-after-rises 5] [--window-s 1] [--seed 0] [--overwrite] [--json]
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -237,6 +240,52 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
     (*server)->stop();
     serving.join();
     ctx.exit_code = kExitOk;
+  });
+}
+
+/// `erg perseus guard-clocks`: the guardian a rank starts (client/clock_guardian.hpp). Reads its
+/// standard input to the end; "done" there means the rank reset its clocks itself; anything else
+/// (end of file: the rank died, SIGKILL included) resets GPU N's SM and memory locked clocks.
+void add_guard_command(CLI::App& perseus, Context& ctx) {
+  auto* guard = perseus.add_subcommand(
+      "guard-clocks",
+      "Started by a Perseus rank (not by hand): wait for the rank to end; unless it says \"done\" on standard "
+      "input first, reset the GPU's locked SM and memory clocks");
+  auto gpu = std::make_shared<unsigned>(0);
+  auto pid = std::make_shared<long>(0);
+  guard->add_option("--gpu", *gpu, "The GPU's index (the rank's environment, so the same index)")->required();
+  guard->add_option("--pid", *pid, "The rank's process id (for the log line)");
+  guard->callback([&ctx, gpu, pid] {
+    std::string got;
+    char buf[64];
+    for (;;) {
+      const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+      if (n > 0) {
+        got.append(buf, static_cast<std::size_t>(n));
+        if (got.size() > 64) got.erase(0, got.size() - 64);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;
+    }
+    if (got.size() >= 4 && got.compare(got.size() - 4, 4, "done") == 0) {
+      ctx.exit_code = kExitOk;
+      return;
+    }
+    const std::string who = "erg perseus guard-clocks: rank process " + std::to_string(*pid);
+    auto inventory = ctx.discover();
+    if (!inventory) throw CliError{kExitFailure, who + " ended; cannot open the devices: " + inventory.error().message};
+    std::shared_ptr<Gpu> g;
+    for (const auto& candidate : inventory->gpus)
+      if (candidate->index() == *gpu) g = candidate;
+    if (!g) throw CliError{kExitFailure, who + " ended; there is no GPU " + std::to_string(*gpu)};
+    auto sm = g->reset_gpu_locked_clocks();
+    auto mem = g->reset_memory_locked_clocks();
+    std::string line = who + " ended without resetting GPU " + std::to_string(*gpu) + "'s clocks: ";
+    line += sm ? "SM clocks reset" : "SM clocks: " + sm.error().message;
+    line += mem ? ", memory clocks reset" : ", memory clocks: " + mem.error().message;
+    std::cerr << line << "\n";
+    ctx.exit_code = sm ? kExitOk : kExitFailure;
   });
 }
 
@@ -496,6 +545,7 @@ void add_perseus_command(CLI::App& app, Context& ctx) {
   });
   add_serve_command(*perseus, ctx);
   add_profile_command(*perseus, ctx);
+  add_guard_command(*perseus, ctx);
 }
 
 }  // namespace erg::cli

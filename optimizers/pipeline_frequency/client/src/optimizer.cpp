@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "erg/measure/energy_monitor.hpp"
+#include "erg/optimizers/pipeline_frequency/client/clock_guardian.hpp"
 #include "erg/optimizers/pipeline_frequency/server/client.hpp"
 
 namespace erg::pipeline_frequency {
@@ -53,6 +54,7 @@ struct PipelineFrequencyOptimizer::Impl {
   std::optional<Megahertz> current;
   bool sm_locked = false;  // this optimizer locked SM clocks that are not reset yet
   bool reset = false;
+  std::unique_ptr<ClockGuardian> guardian;  // resets the clocks if this process dies first
 
   server::FrequencySchedule schedule;
   std::size_t next = 0;        // next schedule entry
@@ -129,6 +131,13 @@ Result<std::unique_ptr<PipelineFrequencyOptimizer>> PipelineFrequencyOptimizer::
   if (!monitor) return fail(with_context(monitor.error(), "measuring GPU " + std::to_string(gpu->index())));
   impl->monitor = std::move(*monitor);
   impl->options = std::move(options);
+  // The guardian before the first clock is locked: no moment leaves them unguarded.
+  if (!impl->options.guardian_executable.empty()) {
+    auto g = ClockGuardian::spawn(impl->options.guardian_executable,
+                                  impl->options.guardian_gpu_index.value_or(gpu->index()));
+    if (!g) return fail(g.error());
+    impl->guardian = std::move(*g);
+  }
 
   // The clocks: memory at its highest (where the GPU can lock it), then the SM clocks there.
   auto mems = gpu->supported_memory_clocks();
@@ -275,6 +284,10 @@ Result<void> PipelineFrequencyOptimizer::reset_clocks() {
   if (m.memory_clock) b = m.gpu->reset_memory_locked_clocks();
   m.current.reset();
   m.sm_locked = false;
+  // Reset here: the guardian has nothing left to do. If resetting failed, the guardian tries from
+  // its own process now (and this waits for it).
+  if (m.guardian) (void)(a && b ? m.guardian->release() : m.guardian->abandon().map([](int) {}));
+  m.guardian.reset();
   return a ? b : a;
 }
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "erg/backends/nvml/discovery.hpp"
+#include "erg/optimizers/pipeline_frequency/client/clock_guardian.hpp"
 #include "erg/optimizers/pipeline_frequency/server/http_server.hpp"
 #include "erg/sim/machine.hpp"
 #include "erg/sim/spec.hpp"
@@ -297,6 +299,56 @@ TEST(PipelineFrequencyOptimizer, BadArgumentsAreRefusedByName) {
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable) << r.error().message;
   EXPECT_EQ((*machine)->status(0)->locked_sm_max.value(), 0.0);
   EXPECT_EQ((*machine)->status(0)->locked_mem_max.value(), 0.0);
+}
+
+// The guardian (`erg perseus guard-clocks`, a separate process on the same simulated machine):
+// when the rank's end of the pipe closes without "done" — what the kernel does when the rank is
+// killed — it resets the GPU's SM and memory locked clocks; released, it leaves them alone.
+TEST(ClockGuardian, ResetsTheClocksWhenTheRankIsGoneNotWhenReleased) {
+  Rig rig(kPlan);
+  auto& gpu = *rig.gpus[1];
+  auto mems = gpu.supported_memory_clocks();
+  ASSERT_TRUE(mems && !mems->empty());
+  const Megahertz mem =
+      *std::max_element(mems->begin(), mems->end(), [](Megahertz a, Megahertz b) { return a.value() < b.value(); });
+  auto lock = [&] {
+    ASSERT_TRUE(gpu.set_gpu_locked_clocks(Megahertz(1005.0), Megahertz(1005.0)));
+    ASSERT_TRUE(gpu.set_memory_locked_clocks(mem, mem));
+    ASSERT_EQ(rig.status(1).locked_sm_max.value(), 1005.0);
+  };
+
+  // Gone without a word: the guardian resets both (and says so on stderr).
+  auto g = ClockGuardian::spawn(ERG_CLI_PATH, 1);
+  ASSERT_TRUE(g) << g.error().message;
+  lock();
+  auto status = (*g)->abandon();
+  ASSERT_TRUE(status) << status.error().message;
+  EXPECT_EQ(*status, 0);
+  EXPECT_EQ(rig.status(1).locked_sm_max.value(), 0.0);
+  EXPECT_EQ(rig.status(1).locked_mem_max.value(), 0.0);
+  EXPECT_EQ(rig.status(0).locked_sm_max.value(), 0.0);  // another GPU: untouched either way
+
+  // Released ("done": the rank reset them itself): the guardian exits and touches nothing.
+  auto h = ClockGuardian::spawn(ERG_CLI_PATH, 1);
+  ASSERT_TRUE(h) << h.error().message;
+  lock();
+  ASSERT_TRUE((*h)->release());
+  EXPECT_EQ(rig.status(1).locked_sm_max.value(), 1005.0);
+  ASSERT_TRUE(gpu.reset_gpu_locked_clocks());
+  ASSERT_TRUE(gpu.reset_memory_locked_clocks());
+
+  // A command that cannot be started is an error naming it, from the optimizer too.
+  auto bad = ClockGuardian::spawn("/nonexistent/erg", 1);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/nonexistent/erg"), std::string::npos) << bad.error().message;
+  PipelineFrequencyOptions o;
+  o.server_url = rig.url();
+  o.guardian_executable = "/nonexistent/erg";
+  RankPlacement solo;
+  auto opt = PipelineFrequencyOptimizer::create(rig.gpus[1], solo, o);
+  ASSERT_FALSE(opt);
+  EXPECT_NE(opt.error().message.find("/nonexistent/erg"), std::string::npos) << opt.error().message;
+  EXPECT_EQ(rig.status(1).locked_sm_max.value(), 0.0);  // refused before locking anything
 }
 
 }  // namespace

@@ -25,7 +25,8 @@
 /// The clocks go back on destruction and reset_clocks(): the SM and memory locked clocks are
 /// reset (Gpu::reset_gpu_locked_clocks / reset_memory_locked_clocks). A process killed before
 /// that keeps them locked unless its GPU setters go through ergd, which resets the clocks of a
-/// setter that exited (docs/ergd.md).
+/// setter that exited (docs/ergd.md), or it started a guardian (`guardian_executable`), which
+/// resets them when the process is gone.
 ///
 /// Not thread-safe: drive it from the training loop's thread.
 
@@ -78,6 +79,14 @@ struct PipelineFrequencyOptions {
   const Clock* clock = nullptr;
   /// Lock the memory clock at its highest supported value (Zeus does, where supported).
   bool lock_memory_clock = true;
+  /// A guardian process that resets the clocks if this process dies without resetting them
+  /// (SIGKILL, a crash; clock_guardian.hpp): the `erg` command to start it with, a path or a name
+  /// on PATH. Empty: no guardian — right when the GPU is driven through ergd, which resets the
+  /// clocks of a setter that exited. Started before the first clock is locked.
+  std::string guardian_executable;
+  /// The GPU's index as the guardian's `erg` sees it (the same environment: ERG_SIMULATE,
+  /// CUDA_VISIBLE_DEVICES, ...); nullopt: the GPU's own index().
+  std::optional<unsigned> guardian_gpu_index;
 };
 
 /// What one instruction measured.
