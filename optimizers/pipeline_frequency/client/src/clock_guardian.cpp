@@ -47,8 +47,7 @@ Result<std::unique_ptr<ClockGuardian>> ClockGuardian::spawn(const std::string& e
   ::close(p[0]);
   if (rc != 0) {
     ::close(p[1]);
-    return fail(ErrorCode::kUnavailable,
-                "clock guardian: cannot start '" + executable + "': " + std::strerror(rc));
+    return fail(ErrorCode::kUnavailable, "clock guardian: cannot start '" + executable + "': " + std::strerror(rc));
   }
   return std::unique_ptr<ClockGuardian>(new ClockGuardian(child, p[1]));
 }
