@@ -1,5 +1,6 @@
 #include "state.hpp"
 
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -107,6 +108,7 @@ enum Salt : std::uint64_t {
   kSaltDrift,
   kSaltJitter,
   kSaltCpu,
+  kSaltUtilTicks,
 };
 
 std::uint64_t key(std::uint64_t seed, std::uint64_t salt, std::uint64_t a = 0, std::uint64_t b = 0) {
@@ -269,6 +271,54 @@ void energy_update(GpuState& g) {
   step_series(g.energy_ticks);
 }
 
+/// The processes' part of a segment of `ns` with energy `e`: their time-sliced busy time and
+/// the truth of their energy. While the GPU is oversubscribed (Σ share > 1) each process runs
+/// share / Σ share of the time; the energy above the SKU's idle power is split in proportion.
+void account_processes(GpuState& g, std::int64_t ns, double e) {
+  ProcTable& t = g.procs;
+  const Sku& sku = sku_of(g);
+  const double dt = static_cast<double>(ns) / kNsPerS;
+  const double idle = sku.secondary_die ? 0.0 : sku.idle_w * dt;
+  t.idle_j += idle;
+  const double excess = e - idle;
+  double total = 0.0;
+  for (const auto& p : t.slots)
+    if (p.pid != 0) total += p.share;
+  if (total <= 0.0) {
+    t.unattributed_j += excess;
+    return;
+  }
+  const double scale = total > 1.0 ? 1.0 / total : 1.0;
+  for (auto& p : t.slots) {
+    if (p.pid == 0 || p.share <= 0.0) continue;
+    p.busy_ns += p.share * scale * static_cast<double>(ns);
+    p.busy_s += p.share * scale * dt;
+    p.energy_j += excess * p.share / total;
+  }
+}
+
+/// A utilization sample for every process that ran in the period that ends now: its busy share
+/// in whole percent (the driver reports integers), into the bounded buffer.
+void sample_processes(GpuState& g) {
+  ProcTable& t = g.procs;
+  const double period = static_cast<double>(t.ticks.next_ns - t.ticks.last_ns);
+  for (auto& p : t.slots) {
+    if (p.pid == 0 || p.busy_ns <= 0.0 || period <= 0.0) {
+      p.busy_ns = 0.0;
+      continue;
+    }
+    const double pct = std::min(100.0, std::round(100.0 * p.busy_ns / period));
+    UtilSample& u = t.ring[t.ring_count % kUtilRing];
+    u.time_ns = t.ticks.next_ns;
+    u.pid = p.pid;
+    u.sm = static_cast<std::uint32_t>(pct);
+    u.mem = static_cast<std::uint32_t>(std::round(0.4 * pct));  // memory traffic: a fixed part of it
+    u.pad = 0;
+    ++t.ring_count;
+    p.busy_ns = 0.0;
+  }
+}
+
 /// The segment loop shared by advance_gpu and advance_gpu_until_work.
 std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
   const std::int64_t sw = sampled_window_ns(g);
@@ -282,6 +332,8 @@ std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
     const std::int64_t p_next = power_series(g).next_ns;
     end = std::min(end, e_next);
     if (!g.shared_ticks) end = std::min(end, p_next);
+    const std::int64_t u_next = g.procs.ticks.next_ns;
+    if (g.procs.ticks.period_ns > 0) end = std::min(end, u_next);
     const std::int64_t w_start = e_next - sw, i_start = p_next - iw;
     if (sw > 0 && w_start > last) end = std::min(end, w_start);
     if (iw > 0 && i_start > last) end = std::min(end, i_start);
@@ -297,10 +349,15 @@ std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
     g.energy_j += e;
     g.work += g.work_rate * dt;
     g.acc_j += e;
+    account_processes(g, end - last, e);
     if (sw > 0 && last >= w_start) g.window_j += e, g.window_ns += end - last;
     if (iw > 0 && last >= i_start) g.instant_j += e, g.instant_ns += end - last;
     g.last_ns = end;
     if (end == e_next) energy_update(g);
+    if (g.procs.ticks.period_ns > 0 && end == u_next) {
+      sample_processes(g);
+      step_series(g.procs.ticks);
+    }
     if (!g.shared_ticks && end == p_next) {
       power_update(g);
       step_series(g.power_ticks);
@@ -358,6 +415,8 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   if (custom) g.shared_ticks = 0;  // the power fields keep the SKU's schedule
   make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks, init.energy_period_ms, init.jitter_ms);
   if (!g.shared_ticks) make_series(g.power_ticks, sku.power_period_ms, kSaltPowerTicks, 0.0, -1.0);
+  g.procs = ProcTable{};
+  make_series(g.procs.ticks, static_cast<double>(kUtilPeriodNs) / 1e6, kSaltUtilTicks, 0.0, -1.0);
 
   // Idle at the lowest clock, settled.
   g.utilization = 0.0;
@@ -393,6 +452,25 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   // A driver loaded long ago: the counter starts at a seeded value (1 MJ to 100 MJ in mJ).
   g.counter_start_mj = init.faithful ? std::floor(1e9 + 99e9 * uniform01(key(g.seed, kSaltCounterStart))) : 0.0;
   g.counter_offset_mj = 0.0;
+}
+
+double process_demand(const GpuState& g) {
+  double total = 0.0;
+  for (const auto& p : g.procs.slots)
+    if (p.pid != 0) total += p.share;
+  return total;
+}
+
+bool reap_exited(GpuState& g) {
+  bool any = false;
+  for (auto& p : g.procs.slots) {
+    if (p.pid == 0 || p.real == 0) continue;
+    if (::kill(p.pid, 0) != 0 && errno == ESRCH) {
+      p = ProcSlot{};
+      any = true;
+    }
+  }
+  return any;
 }
 
 void advance_gpu(GpuState& g, std::int64_t now) {

@@ -523,4 +523,71 @@ Result<int> NvmlGpu::temperature() {
   return static_cast<int>(celsius);
 }
 
+std::optional<bool> NvmlGpu::mig_enabled() const {
+  if (nvml_.nvmlDeviceGetMigMode == nullptr) return std::nullopt;
+  unsigned current = 0, pending = 0;
+  if (nvml_.nvmlDeviceGetMigMode(device_, &current, &pending) != NVML_SUCCESS) return std::nullopt;
+  return current == NVML_DEVICE_MIG_ENABLE;
+}
+
+Result<std::vector<GpuProcess>> NvmlGpu::running_processes() {
+  if (nvml_.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr)
+    return fail(not_exported("nvmlDeviceGetComputeRunningProcesses_v3"));
+  // The count protocol (vendor-abi.md §1.5): ask with 0; INSUFFICIENT_SIZE gives the count. The
+  // list is dynamic, so allocate slack and retry if it grew in between.
+  unsigned count = 0;
+  nvmlReturn_t rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, nullptr);
+  std::vector<nvmlProcessInfo_t> infos;
+  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+    infos.assign(count + 4, nvmlProcessInfo_t{});
+    count = static_cast<unsigned>(infos.size());
+    rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, infos.data());
+  }
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  std::vector<GpuProcess> out;
+  for (unsigned i = 0; i < count && i < infos.size(); ++i) {
+    const nvmlProcessInfo_t& p = infos[i];
+    GpuProcess g;
+    g.pid = p.pid;
+    if (p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) g.used_memory_bytes = p.usedGpuMemory;
+    if (p.gpuInstanceId != NVML_INSTANCE_ID_NONE) g.gpu_instance = p.gpuInstanceId;
+    if (p.computeInstanceId != NVML_INSTANCE_ID_NONE) g.compute_instance = p.computeInstanceId;
+    out.push_back(g);
+  }
+  return out;
+}
+
+Result<std::vector<ProcessUtilizationSample>> NvmlGpu::process_utilization(std::chrono::microseconds since) {
+  if (nvml_.nvmlDeviceGetProcessUtilization == nullptr) return fail(not_exported("nvmlDeviceGetProcessUtilization"));
+  if (since.count() < 0) return fail(ErrorCode::kInvalidArgument, label() + ": process_utilization: since < 0");
+  const auto last_seen = static_cast<unsigned long long>(since.count());
+  auto mig_error = [&](nvmlReturn_t rc) -> Error {
+    if (rc == NVML_ERROR_NOT_SUPPORTED && mig_enabled().value_or(false))
+      return Error{ErrorCode::kNotSupported,
+                   label() + ": per-process utilization is not available: MIG is enabled on this GPU (NVML does not "
+                             "report it on MIG-enabled GPUs), so its energy cannot be attributed to processes"};
+    return error(rc, "nvmlDeviceGetProcessUtilization");
+  };
+  // First call with no buffer learns the count (INSUFFICIENT_SIZE); NOT_FOUND: nothing newer.
+  unsigned count = 0;
+  nvmlReturn_t rc = nvml_.nvmlDeviceGetProcessUtilization(device_, nullptr, &count, last_seen);
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+    samples.assign(count + 8, nvmlProcessUtilizationSample_t{});
+    count = static_cast<unsigned>(samples.size());
+    rc = nvml_.nvmlDeviceGetProcessUtilization(device_, samples.data(), &count, last_seen);
+  }
+  if (rc == NVML_ERROR_NOT_FOUND) return std::vector<ProcessUtilizationSample>{};
+  if (rc == NVML_SUCCESS && samples.empty()) return std::vector<ProcessUtilizationSample>{};  // count 0
+  if (rc != NVML_SUCCESS) return fail(mig_error(rc));
+  std::vector<ProcessUtilizationSample> out;
+  for (unsigned i = 0; i < count && i < samples.size(); ++i) {
+    const auto& s = samples[i];
+    out.push_back({s.pid, std::chrono::microseconds(static_cast<std::int64_t>(s.timeStamp)), s.smUtil, s.memUtil,
+                   s.encUtil, s.decUtil});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.timestamp < b.timestamp; });
+  return out;
+}
+
 }  // namespace erg::nvml
