@@ -124,8 +124,11 @@ Result<ProcessAttribution> attribute_processes(const EnergySegment& interval,
     latest = std::max(latest, std::chrono::duration_cast<nanoseconds>(s.timestamp));
   }
   // The driver has sampled past the end (else the tail after its latest sample is extrapolated).
-  const bool past_end = latest >= interval.end;
-  const nanoseconds tail = past_end ? nanoseconds(0) : std::min(interval.end - latest, interval.end - interval.start);
+  const bool any = !samples.empty();
+  const bool past_end = any && latest >= interval.end;
+  const nanoseconds tail = !any || past_end ? nanoseconds(0)
+                                            : std::min(interval.end - std::max(latest, interval.start),
+                                                       interval.end - interval.start);
   std::map<std::uint32_t, PerProcess> per;
   for (const auto& s : samples) {
     const nanoseconds hi = std::chrono::duration_cast<nanoseconds>(s.timestamp);
@@ -135,7 +138,7 @@ Result<ProcessAttribution> attribute_processes(const EnergySegment& interval,
     const bool near_start = hi > interval.start - delta && hi <= interval.start + period + delta;
     const bool near_end = hi > interval.end - delta && hi <= interval.end + period + delta;
     // The latest round of samples stands in for the tail the driver has not sampled yet.
-    const bool last_round = !past_end && hi > latest - period / 2;
+    const bool last_round = tail.count() > 0 && hi > latest - period / 2;
     const nanoseconds o_lo = std::max(lo, interval.start), o_hi = std::min(hi, interval.end);
     const double overlap = o_hi > o_lo ? seconds(o_hi - o_lo) : 0.0;
     if (overlap <= 0.0 && !near_start && !near_end && !last_round) continue;

@@ -207,7 +207,12 @@ TEST_P(ProcessAttributionSim, SharesSumExactlyAndMatchTheTruthWithinTheirBounds)
 // MIG: the GPU's energy is reported as not attributable, with the reason, never as 0 J each.
 TEST_P(ProcessAttributionSim, MigIsReportedAsNotAttributable) {
   const auto& [sku, seed] = GetParam();
-  if (sku != "A100") GTEST_SKIP() << "MIG needs Ampere or newer";
+  if (sku != "A100") {  // MIG needs Ampere or newer
+    auto refused = m_->set_mig_mode(0, true);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kNotSupported);
+    return;
+  }
   for (auto pid : kPids) ASSERT_TRUE(m_->set_process(0, {pid, 0.3, 0, false, 0u}));
   ASSERT_TRUE(m_->set_mig_mode(0, true));
   ProcessMeter meter(*gpu_, *clock_, ProcessAttributionOptions{});
