@@ -157,6 +157,11 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     if (!ctx.machine)
       throw CliError{kExitUsage, "erg simulate needs a simulated machine: use --simulate SPEC or set ERG_SIMULATE"};
     auto& m = *ctx.machine;
+    if (opts->share) {
+      opts->process = true;
+      opts->util = *opts->share;
+    }
+    if (opts->process && opts->batch_size > 0) throw CliError{kExitUsage, "--share/--process and --batch-size do not mix"};
     if (opts->batch_size > 0) {
       if (opts->samples_per_s <= 0) throw CliError{kExitUsage, "--batch-size needs --samples-per-s"};
       if (opts->gpus.size() > 1) throw CliError{kExitUsage, "--batch-size runs steps on one GPU (--gpus N)"};
@@ -189,11 +194,6 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
       ctx.exit_code = stopped_by ? 128 + *stopped_by : kExitOk;
       return;
     }
-    if (opts->share) {
-      opts->process = true;
-      opts->util = *opts->share;
-    }
-    if (opts->process && opts->batch_size > 0) throw CliError{kExitUsage, "--share/--process and --batch-size do not mix"};
     std::vector<LoadStep> steps;
     if (!opts->profile.empty()) {
       steps = read_profile(opts->profile);
