@@ -100,7 +100,7 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     int batch_size = 0;  // > 0: step mode
     double samples_per_s = 0, overhead_s = 0.005;
     unsigned steps = 10;
-    int max_batch_size = 0;  // > 0: larger batches "run out of memory"
+    int max_batch_size = 0;       // > 0: larger batches "run out of memory"
     std::optional<double> share;  // process mode with this share
     bool process = false;         // process mode: util is this process's share
     double memory_mib = 1024;
@@ -161,7 +161,8 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
       opts->process = true;
       opts->util = *opts->share;
     }
-    if (opts->process && opts->batch_size > 0) throw CliError{kExitUsage, "--share/--process and --batch-size do not mix"};
+    if (opts->process && opts->batch_size > 0)
+      throw CliError{kExitUsage, "--share/--process and --batch-size do not mix"};
     if (opts->batch_size > 0) {
       if (opts->samples_per_s <= 0) throw CliError{kExitUsage, "--batch-size needs --samples-per-s"};
       if (opts->gpus.size() > 1) throw CliError{kExitUsage, "--batch-size runs steps on one GPU (--gpus N)"};

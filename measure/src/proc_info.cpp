@@ -101,7 +101,8 @@ Result<ProcStat> read_proc_pid_stat(const fs::path& proc_root, std::uint32_t pid
 Result<SystemCpuTime> parse_proc_stat(std::string_view text) {
   const auto eol = text.find('\n');
   const auto fields = split_ws(text.substr(0, eol));
-  if (fields.empty() || fields[0] != "cpu") return fail(ErrorCode::kInvalidArgument, "/proc/stat: no \"cpu\" line first");
+  if (fields.empty() || fields[0] != "cpu")
+    return fail(ErrorCode::kInvalidArgument, "/proc/stat: no \"cpu\" line first");
   if (fields.size() < 5) return fail(ErrorCode::kInvalidArgument, "/proc/stat: the cpu line has fewer than 4 times");
   std::uint64_t v[10] = {};
   for (std::size_t i = 1; i < fields.size() && i <= 10; ++i)
@@ -143,7 +144,8 @@ CgroupInfo parse_cgroup_path(std::string_view path) {
     for (const Prefix& p : {Prefix{"docker-", "docker"}, Prefix{"cri-containerd-", "containerd"},
                             Prefix{"crio-", "crio"}, Prefix{"libpod-", "podman"}}) {
       if (unit.substr(0, p.prefix.size()) == p.prefix) {
-        if (auto id = container_id_at(unit.substr(p.prefix.size())); id && id->size() == unit.size() - p.prefix.size()) {
+        if (auto id = container_id_at(unit.substr(p.prefix.size()));
+            id && id->size() == unit.size() - p.prefix.size()) {
           info.container_id = *id;
           info.runtime = std::string(p.runtime);
         }

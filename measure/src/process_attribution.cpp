@@ -126,9 +126,9 @@ Result<ProcessAttribution> attribute_processes(const EnergySegment& interval,
   // The driver has sampled past the end (else the tail after its latest sample is extrapolated).
   const bool any = !samples.empty();
   const bool past_end = any && latest >= interval.end;
-  const nanoseconds tail = !any || past_end ? nanoseconds(0)
-                                            : std::min(interval.end - std::max(latest, interval.start),
-                                                       interval.end - interval.start);
+  const nanoseconds tail =
+      !any || past_end ? nanoseconds(0)
+                       : std::min(interval.end - std::max(latest, interval.start), interval.end - interval.start);
   std::map<std::uint32_t, PerProcess> per;
   for (const auto& s : samples) {
     const nanoseconds hi = std::chrono::duration_cast<nanoseconds>(s.timestamp);

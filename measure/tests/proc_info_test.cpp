@@ -3,14 +3,14 @@
 // containerd, CRI-O, Podman, the kubelet's cgroupfs and systemd drivers and systemd sessions
 // write), and the CPU package energy split by CPU time.
 
+#include "erg/measure/proc_info.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include "erg/measure/proc_info.hpp"
 
 namespace erg::measure {
 namespace {
@@ -42,7 +42,7 @@ TEST(ProcStat, ParsesTheFieldsAttributionUses) {
 
 TEST(ProcStat, RejectsMalformedText) {
   EXPECT_FALSE(parse_proc_pid_stat(""));
-  EXPECT_FALSE(parse_proc_pid_stat("42 python S 1 2 3"));  // no parentheses
+  EXPECT_FALSE(parse_proc_pid_stat("42 python S 1 2 3"));    // no parentheses
   EXPECT_FALSE(parse_proc_pid_stat("42 (python) S 1 2 3"));  // too few fields
   auto r = parse_proc_pid_stat("x (python) S 1 1 1 0 -1 0 0 0 0 0 a b 0 0 20 0 4 0 987 1 1");
   ASSERT_FALSE(r);

@@ -1,12 +1,12 @@
 // Per-process attribution by hand-computed cases: the split by sampled busy time, the idle model,
 // the bound's terms, the extrapolated tail, no samples, and invalid input.
 
+#include "erg/measure/process_attribution.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <vector>
-
-#include "erg/measure/process_attribution.hpp"
 
 namespace erg::measure {
 namespace {

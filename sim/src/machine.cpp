@@ -1046,7 +1046,8 @@ detail::ProcSlot* find_process(detail::GpuState& g, std::uint32_t pid) {
 
 Result<void> Machine::set_process(unsigned gpu, const SimProcess& process) {
   if (auto r = impl_->check_gpu(gpu); !r) return r;
-  if (process.pid == 0 || process.pid > 0x7fffffffu) return fail(ErrorCode::kInvalidArgument, "a process needs a pid > 0");
+  if (process.pid == 0 || process.pid > 0x7fffffffu)
+    return fail(ErrorCode::kInvalidArgument, "a process needs a pid > 0");
   if (!(process.share >= 0.0 && process.share <= 1.0))
     return fail(ErrorCode::kInvalidArgument, "a process's share must be within 0..1");
   State* s = impl_->s;
@@ -1065,8 +1066,8 @@ Result<void> Machine::set_process(unsigned gpu, const SimProcess& process) {
       }
   }
   if (slot == nullptr)
-    return fail(ErrorCode::kUnavailable, "GPU " + std::to_string(gpu) + " already runs " +
-                                                   std::to_string(detail::kMaxProcs) + " processes");
+    return fail(ErrorCode::kUnavailable,
+                "GPU " + std::to_string(gpu) + " already runs " + std::to_string(detail::kMaxProcs) + " processes");
   slot->pid = static_cast<std::int32_t>(process.pid);
   slot->share = process.share;
   slot->used_memory = process.used_memory_bytes;
@@ -1078,14 +1079,16 @@ Result<void> Machine::set_process(unsigned gpu, const SimProcess& process) {
 
 Result<void> Machine::set_process_share(unsigned gpu, std::uint32_t pid, double share) {
   if (auto r = impl_->check_gpu(gpu); !r) return r;
-  if (!(share >= 0.0 && share <= 1.0)) return fail(ErrorCode::kInvalidArgument, "a process's share must be within 0..1");
+  if (!(share >= 0.0 && share <= 1.0))
+    return fail(ErrorCode::kInvalidArgument, "a process's share must be within 0..1");
   State* s = impl_->s;
   Lock lock(s);
   const std::int64_t now = detail::sim_now(*s);
   auto& g = s->gpus[gpu];
   detail::advance_gpu(g, now);
   detail::ProcSlot* slot = find_process(g, pid);
-  if (slot == nullptr) return fail(ErrorCode::kNotFound, "no process " + std::to_string(pid) + " on GPU " + std::to_string(gpu));
+  if (slot == nullptr)
+    return fail(ErrorCode::kNotFound, "no process " + std::to_string(pid) + " on GPU " + std::to_string(gpu));
   slot->share = share;
   apply_process_load(g, now);
   return ok();
@@ -1099,7 +1102,8 @@ Result<void> Machine::remove_process(unsigned gpu, std::uint32_t pid) {
   auto& g = s->gpus[gpu];
   detail::advance_gpu(g, now);
   detail::ProcSlot* slot = find_process(g, pid);
-  if (slot == nullptr) return fail(ErrorCode::kNotFound, "no process " + std::to_string(pid) + " on GPU " + std::to_string(gpu));
+  if (slot == nullptr)
+    return fail(ErrorCode::kNotFound, "no process " + std::to_string(pid) + " on GPU " + std::to_string(gpu));
   *slot = detail::ProcSlot{};
   apply_process_load(g, now);
   return ok();
@@ -1160,7 +1164,8 @@ Result<void> Machine::set_mig_mode(unsigned gpu, bool enabled) {
   Lock lock(s);
   const Sku& sku = detail::sku_of(s->gpus[gpu]);
   if (sku.vendor != Vendor::kNvidia || sku.arch < 7)
-    return fail(ErrorCode::kNotSupported, "MIG needs an NVIDIA GPU of Ampere or newer; GPU " + std::to_string(gpu) + " is " + std::string(sku.name));
+    return fail(ErrorCode::kNotSupported, "MIG needs an NVIDIA GPU of Ampere or newer; GPU " + std::to_string(gpu) +
+                                              " is " + std::string(sku.name));
   s->gpus[gpu].procs.mig = enabled ? 1 : 0;
   return ok();
 }

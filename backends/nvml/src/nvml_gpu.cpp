@@ -564,8 +564,9 @@ Result<std::vector<ProcessUtilizationSample>> NvmlGpu::process_utilization(std::
   auto mig_error = [&](nvmlReturn_t rc) -> Error {
     if (rc == NVML_ERROR_NOT_SUPPORTED && mig_enabled().value_or(false))
       return Error{ErrorCode::kNotSupported,
-                   label() + ": per-process utilization is not available: MIG is enabled on this GPU (NVML does not "
-                             "report it on MIG-enabled GPUs), so its energy cannot be attributed to processes"};
+                   label() +
+                       ": per-process utilization is not available: MIG is enabled on this GPU (NVML does not "
+                       "report it on MIG-enabled GPUs), so its energy cannot be attributed to processes"};
     return error(rc, "nvmlDeviceGetProcessUtilization");
   };
   // First call with no buffer learns the count (INSUFFICIENT_SIZE); NOT_FOUND: nothing newer.

@@ -135,7 +135,8 @@ TEST_F(NvmlProcesses, OversubscribedGpuIsTimeSliced) {
 
 TEST_F(NvmlProcesses, SampleBufferIsBounded) {
   start("1xA100");
-  for (std::uint32_t pid = 1; pid <= 4; ++pid) ASSERT_TRUE(machine_->set_process(0, {pid, 0.2, 0, false, std::nullopt}));
+  for (std::uint32_t pid = 1; pid <= 4; ++pid)
+    ASSERT_TRUE(machine_->set_process(0, {pid, 0.2, 0, false, std::nullopt}));
   ASSERT_TRUE(machine_->advance(40s));  // 4 × 240 samples made
   auto samples = gpus_[0]->process_utilization(microseconds(0));
   ASSERT_TRUE(samples);

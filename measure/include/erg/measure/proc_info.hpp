@@ -23,7 +23,7 @@ namespace erg::measure {
 /// sysconf(_SC_CLK_TCK), 100 on Linux).
 struct ProcStat {
   std::uint32_t pid = 0;
-  std::string comm;             ///< the executable's name (field 2, without the parentheses)
+  std::string comm;  ///< the executable's name (field 2, without the parentheses)
   char state = '?';
   std::uint64_t utime = 0;      ///< user-mode ticks (field 14)
   std::uint64_t stime = 0;      ///< kernel-mode ticks (field 15)
