@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace erg::measure {
@@ -198,6 +199,55 @@ Result<CgroupInfo> read_proc_cgroup(const fs::path& proc_root, std::uint32_t pid
   auto text = read_text(proc_root / std::to_string(pid) / "cgroup");
   if (!text) return fail(text.error());
   return parse_proc_cgroup(*text);
+}
+
+std::vector<ConsumerEnergy> group_processes(const ProcessAttribution& a, ConsumerLevel level,
+                                            const std::function<std::optional<CgroupInfo>(std::uint32_t)>& cgroup_of) {
+  std::map<std::string, ConsumerEnergy> groups;
+  for (const auto& p : a.processes) {
+    const std::optional<CgroupInfo> cg = cgroup_of(p.pid);
+    std::string key = "unknown";
+    if (cg) {
+      if (level == ConsumerLevel::kPod && cg->pod_uid) {
+        key = "pod:" + *cg->pod_uid;
+      } else if (cg->container_id) {
+        key = "container:" + *cg->container_id;
+      } else if (cg->pod_uid) {
+        key = "pod:" + *cg->pod_uid;
+      } else {
+        key = "host";
+      }
+    }
+    auto [it, inserted] = groups.try_emplace(key);
+    ConsumerEnergy& g = it->second;
+    if (inserted) {
+      g.key = key;
+      if (cg) g.cgroup = *cg;
+      if (level == ConsumerLevel::kPod && key.rfind("pod:", 0) == 0) {
+        g.cgroup.container_id.reset();  // a pod has several
+        g.cgroup.runtime.reset();
+        g.cgroup.systemd_unit.reset();
+      }
+    }
+    g.pids.push_back(p.pid);
+    g.energy += p.energy;
+    g.bound += p.bound;
+  }
+  std::vector<ConsumerEnergy> out;
+  for (auto& [key, g] : groups) {
+    std::sort(g.pids.begin(), g.pids.end());
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<ConsumerEnergy> group_processes(const ProcessAttribution& a, ConsumerLevel level,
+                                            const fs::path& proc_root) {
+  return group_processes(a, level, [&](std::uint32_t pid) -> std::optional<CgroupInfo> {
+    auto cg = read_proc_cgroup(proc_root, pid);
+    if (!cg) return std::nullopt;
+    return *cg;
+  });
 }
 
 Result<CpuAttribution> attribute_cpu_energy(const EnergySegment& package, std::uint64_t busy_ticks,

@@ -161,6 +161,58 @@ TEST(Cgroup, HybridHostPrefersTheLineThatShowsTheContainer) {
   EXPECT_FALSE(parse_cgroup_path("/system.slice/docker-" + std::string(64, 'z') + ".scope").container_id);
 }
 
+TEST(Consumers, GroupsProcessesByContainerAndPod) {
+  ProcessAttribution a;
+  a.processes = {{10, Joules(5.0), Joules(1.0), Seconds(1.0), 0.1, 3},
+                 {11, Joules(7.0), Joules(2.0), Seconds(1.0), 0.2, 3},
+                 {12, Joules(3.0), Joules(0.5), Seconds(1.0), 0.1, 3},
+                 {13, Joules(2.0), Joules(0.25), Seconds(1.0), 0.1, 3},
+                 {14, Joules(1.0), Joules(0.125), Seconds(1.0), 0.1, 3}};
+  const std::string other(64, 'b');
+  const std::string pod =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b2c3d_0000_4111_8222_"
+      "333344445555.slice/cri-containerd-";
+  auto cgroup_of = [&](std::uint32_t pid) -> std::optional<CgroupInfo> {
+    switch (pid) {
+      case 10: return parse_cgroup_path(pod + kId + ".scope");    // pod, container A
+      case 11: return parse_cgroup_path(pod + other + ".scope");  // same pod, container B
+      case 12: return parse_cgroup_path("/system.slice/docker-" + kId + ".scope");
+      case 13: return parse_cgroup_path("/user.slice/user-1000.slice/session-3.scope");
+      default: return std::nullopt;  // gone
+    }
+  };
+  auto pods = group_processes(a, ConsumerLevel::kPod, cgroup_of);
+  ASSERT_EQ(pods.size(), 4u);  // sorted: container:..., host, pod:..., unknown
+  EXPECT_EQ(pods[0].key, "container:" + kId);
+  EXPECT_EQ(pods[1].key, "host");
+  EXPECT_EQ(pods[2].key, "pod:0a1b2c3d-0000-4111-8222-333344445555");
+  EXPECT_EQ(pods[2].pids, (std::vector<std::uint32_t>{10, 11}));
+  EXPECT_DOUBLE_EQ(pods[2].energy.value(), 12.0);
+  EXPECT_DOUBLE_EQ(pods[2].bound.value(), 3.0);
+  EXPECT_EQ(pods[2].cgroup.qos_class, "burstable");
+  EXPECT_FALSE(pods[2].cgroup.container_id);
+  EXPECT_EQ(pods[3].key, "unknown");
+  double sum = 0;
+  for (const auto& g : pods) sum += g.energy.value();
+  EXPECT_DOUBLE_EQ(sum, a.attributed().value());
+  auto containers = group_processes(a, ConsumerLevel::kContainer, cgroup_of);
+  ASSERT_EQ(containers.size(), 4u);                  // pid 10 and 12 share the container id; 11 is its own
+  EXPECT_EQ(containers[0].key, "container:" + kId);  // "4f6c…" sorts before "bbbb…"
+  EXPECT_EQ(containers[0].pids, (std::vector<std::uint32_t>{10, 12}));
+  EXPECT_EQ(containers[1].key, "container:" + other);
+}
+
+TEST_F(FakeProc, GroupsByTheCgroupsUnderTheRoot) {
+  ProcessAttribution a;
+  a.processes = {{77, Joules(4.0), Joules(1.0), Seconds(1.0), 0.5, 3},
+                 {78, Joules(4.0), Joules(1.0), Seconds(1.0), 0.5, 3}};
+  auto g = group_processes(a, ConsumerLevel::kContainer, root_);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].key, "container:" + kId);
+  EXPECT_EQ(g[0].cgroup.runtime, "docker");
+  EXPECT_EQ(g[1].key, "unknown");
+}
+
 TEST(CpuAttribution, SplitsPackageEnergyByCpuTime) {
   // 10 s, 500 J ± 5 J; idle 20 W ± 1 W; the machine was busy 400 ticks, pid 1 for 300, pid 2 for 60.
   const EnergySegment pkg{0s, 10s, Joules(500.0), Joules(5.0), Watts(0.0)};

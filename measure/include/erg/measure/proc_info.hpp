@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -63,6 +64,28 @@ CgroupInfo parse_cgroup_path(std::string_view path);
 /// text that has no "id:controllers:path" line.
 Result<CgroupInfo> parse_proc_cgroup(std::string_view text);
 Result<CgroupInfo> read_proc_cgroup(const std::filesystem::path& proc_root, std::uint32_t pid);
+
+/// How to group processes: by container, or by Kubernetes pod (a pod's containers together).
+enum class ConsumerLevel { kContainer, kPod };
+
+/// One container's or pod's part of a ProcessAttribution.
+struct ConsumerEnergy {
+  /// "pod:<uid>", "container:<id>", "host" (a process in no container) or "unknown" (its
+  /// cgroup could not be read: the process is gone).
+  std::string key;
+  CgroupInfo cgroup;                ///< of its first process (pod level: the pod's fields)
+  std::vector<std::uint32_t> pids;  ///< ascending
+  Joules energy{0.0};               ///< Σ of its processes
+  Joules bound{0.0};                ///< Σ of their bounds (errors shared by the processes add up)
+};
+
+/// Groups a process attribution by container or pod; `cgroup_of(pid)` gives a process's cgroup
+/// (nullopt: unknown). The groups' energies sum to a.attributed(). Sorted by key.
+std::vector<ConsumerEnergy> group_processes(const ProcessAttribution& a, ConsumerLevel level,
+                                            const std::function<std::optional<CgroupInfo>(std::uint32_t)>& cgroup_of);
+/// group_processes with each pid's cgroup read from `proc_root`.
+std::vector<ConsumerEnergy> group_processes(const ProcessAttribution& a, ConsumerLevel level,
+                                            const std::filesystem::path& proc_root);
 
 /// One process's CPU time over an interval.
 struct ProcessCpuTime {
