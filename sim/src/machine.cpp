@@ -1158,6 +1158,15 @@ Result<std::vector<SimUtilSample>> Machine::utilization_samples(unsigned gpu) {
   return out;
 }
 
+Result<void> Machine::set_process_info_stride(unsigned bytes) {
+  if (bytes != 24 && bytes != 32)
+    return fail(ErrorCode::kInvalidArgument, "the process info stride is 24 or 32 bytes, not " + std::to_string(bytes));
+  State* s = impl_->s;
+  Lock lock(s);
+  s->process_info_stride = static_cast<std::int32_t>(bytes);
+  return ok();
+}
+
 Result<void> Machine::set_mig_mode(unsigned gpu, bool enabled) {
   if (auto r = impl_->check_gpu(gpu); !r) return r;
   State* s = impl_->s;

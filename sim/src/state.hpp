@@ -281,7 +281,10 @@ struct State {
   // (under the lock): entry k sits at limit_log[k % kLimitLogSize]; limit_log_count counts all.
   std::uint64_t limit_log_count = 0;
   LimitLogEntry limit_log[kLimitLogSize];
-  JetsonState jetson;  // last: version 5
+  JetsonState jetson;  // version 5
+  // Bytes per nvmlProcessInfo_t that nvmlDeviceGetComputeRunningProcesses_v3 writes: 0 = 24 (the
+  // current headers); 32 = drivers 535.43–535.86 (vendor-abi.md §1.3, the stride hazard).
+  std::int32_t process_info_stride = 0;  // version 6
 };
 
 /// CLOCK_MONOTONIC in ns.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -535,18 +536,32 @@ Result<std::vector<GpuProcess>> NvmlGpu::running_processes() {
     return fail(not_exported("nvmlDeviceGetComputeRunningProcesses_v3"));
   // The count protocol (vendor-abi.md §1.5): ask with 0; INSUFFICIENT_SIZE gives the count. The
   // list is dynamic, so allocate slack and retry if it grew in between.
+  // The stride hazard (vendor-abi.md §1.3): drivers 535.43-535.86 write 32-byte entries into what
+  // the header calls 24-byte ones. The buffer has room for 32-byte entries and is filled with
+  // 0xAA first; bytes written past n·24 tell a 32-byte stride (nvitop's probe).
+  constexpr std::size_t kWide = 32;
+  constexpr unsigned char kFill = 0xAA;
   unsigned count = 0;
   nvmlReturn_t rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, nullptr);
-  std::vector<nvmlProcessInfo_t> infos;
+  std::vector<unsigned char> buf;
+  unsigned capacity = 0;
   for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
-    infos.assign(count + 4, nvmlProcessInfo_t{});
-    count = static_cast<unsigned>(infos.size());
-    rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, infos.data());
+    capacity = count + 4;
+    buf.assign(static_cast<std::size_t>(capacity) * kWide, kFill);
+    count = capacity;
+    rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count,
+                                                       reinterpret_cast<nvmlProcessInfo_t*>(buf.data()));
   }
   if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetComputeRunningProcesses_v3"));
   std::vector<GpuProcess> out;
-  for (unsigned i = 0; i < count && i < infos.size(); ++i) {
-    const nvmlProcessInfo_t& p = infos[i];
+  if (buf.empty() || count == 0) return out;
+  count = std::min(count, capacity);
+  std::size_t written = buf.size();
+  while (written > 0 && buf[written - 1] == kFill) --written;
+  const std::size_t stride = written > count * sizeof(nvmlProcessInfo_t) ? kWide : sizeof(nvmlProcessInfo_t);
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlProcessInfo_t p;
+    std::memcpy(&p, buf.data() + i * stride, sizeof p);
     GpuProcess g;
     g.pid = p.pid;
     if (p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) g.used_memory_bytes = p.usedGpuMemory;

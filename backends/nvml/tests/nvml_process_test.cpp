@@ -167,6 +167,29 @@ TEST_F(NvmlProcesses, MigReportsProcessUtilizationAsNotSupported) {
   ASSERT_TRUE(util) << util.error().message;
 }
 
+// The stride hazard: a driver that writes 32-byte entries into the 24-byte `_v3` array (535.43–
+// 535.86) still gives the right pids and memory.
+TEST_F(NvmlProcesses, ReadsADriverThatWrites32ByteEntries) {
+  start("1xA100");
+  ASSERT_TRUE(machine_->set_process_info_stride(32));
+  EXPECT_FALSE(machine_->set_process_info_stride(28));
+  for (std::uint32_t pid = 500; pid < 505; ++pid)
+    ASSERT_TRUE(machine_->set_process(0, {pid, 0.1, pid * 1000ull, false, std::nullopt}));
+  auto procs = gpus_[0]->running_processes();
+  ASSERT_TRUE(procs) << procs.error().message;
+  ASSERT_EQ(procs->size(), 5u);
+  for (std::uint32_t k = 0; k < 5; ++k) {
+    EXPECT_EQ((*procs)[k].pid, 500 + k);
+    EXPECT_EQ((*procs)[k].used_memory_bytes, std::optional<std::uint64_t>((500 + k) * 1000ull));
+    EXPECT_FALSE((*procs)[k].gpu_instance);
+  }
+  ASSERT_TRUE(machine_->set_process_info_stride(24));
+  procs = gpus_[0]->running_processes();
+  ASSERT_TRUE(procs);
+  ASSERT_EQ(procs->size(), 5u);
+  EXPECT_EQ((*procs)[4].pid, 504u);
+}
+
 // The vendor ABI byte for byte: the count protocols, the 24-byte process stride and the
 // 32-byte sample stride, NOT_FOUND, and nothing written past what the driver reports.
 TEST_F(NvmlProcesses, DriverFollowsTheVendorProtocols) {

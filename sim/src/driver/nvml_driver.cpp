@@ -716,16 +716,22 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_
           return NVML_ERROR_INSUFFICIENT_SIZE;
         }
         if (n > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        // 24 bytes per entry, or 32 as drivers 535.43-535.86 wrote them (v2 + usedGpuCcProtectedMemory).
+        const std::size_t stride = s.process_info_stride == 32 ? 32 : sizeof(nvmlProcessInfo_t);
+        auto* bytes = reinterpret_cast<unsigned char*>(infos);
         unsigned k = 0;
         for (const auto& p : g.procs.slots) {
           if (p.pid == 0) continue;
-          nvmlProcessInfo_t& out = infos[k++];
+          nvmlProcessInfo_t out;
           std::memset(&out, 0, sizeof out);
           out.pid = static_cast<unsigned>(p.pid);
           out.usedGpuMemory = p.used_memory;
           const bool mig = g.procs.mig != 0 && p.gpu_instance >= 0;
           out.gpuInstanceId = mig ? static_cast<unsigned>(p.gpu_instance) : NVML_INSTANCE_ID_NONE;
           out.computeInstanceId = mig ? 0u : NVML_INSTANCE_ID_NONE;
+          std::memset(bytes + k * stride, 0, stride);
+          std::memcpy(bytes + k * stride, &out, sizeof out);
+          ++k;
         }
         *infoCount = n;
         return NVML_SUCCESS;

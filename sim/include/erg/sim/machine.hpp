@@ -238,6 +238,11 @@ class Machine {
   /// MIG mode: while on, nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (as on hardware)
   /// and running processes carry their GPU instance.
   Result<void> set_mig_mode(unsigned gpu, bool enabled);
+  /// Bytes per entry that nvmlDeviceGetComputeRunningProcesses_v3 writes: 24 (the current
+  /// headers, the default) or 32 (drivers 535.43–535.86 declared `_v3` with the 32-byte
+  /// nvmlProcessDetail_v1_t layout without a version bump: the stride hazard of vendor-abi.md).
+  /// InvalidArgument otherwise.
+  Result<void> set_process_info_stride(unsigned bytes);
 
   // --- Jetson rails ---------------------------------------------------------------------------
   /// The simulated Jetson's rail labels in hwmon order (empty without a Jetson).
