@@ -1143,6 +1143,30 @@ Result<ProcessTruth> Machine::process_truth(unsigned gpu) {
   return t;
 }
 
+Result<ProcessTruth> Machine::process_truth_at(unsigned gpu, std::chrono::nanoseconds t) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, detail::sim_now(*s));
+  const auto& tab = g.procs;
+  const std::uint64_t n = tab.truth_count;
+  for (std::uint64_t k = n > detail::kTruthRing ? n - detail::kTruthRing : 0; k < n; ++k) {
+    const auto i = static_cast<std::size_t>(k % detail::kTruthRing);
+    if (std::llabs(tab.truth_t[i] - t.count()) > 1'000'000) continue;
+    ProcessTruth out;
+    out.idle = Joules(tab.truth_idle[i]);
+    out.unattributed = Joules(tab.truth_unattributed[i]);
+    for (unsigned j = 0; j < detail::kMaxProcs; ++j)
+      if (tab.truth_pid[i][j] != 0)
+        out.processes.push_back({static_cast<std::uint32_t>(tab.truth_pid[i][j]), Joules(tab.truth_energy[i][j]),
+                                 std::chrono::nanoseconds(static_cast<std::int64_t>(tab.truth_busy[i][j] * 1e9))});
+    return out;
+  }
+  return fail(ErrorCode::kNotFound, "no energy-counter update of GPU " + std::to_string(gpu) +
+                                        " within 1 ms of that time among the latest kept");
+}
+
 Result<std::vector<SimUtilSample>> Machine::utilization_samples(unsigned gpu) {
   if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
   State* s = impl_->s;

@@ -267,6 +267,19 @@ void energy_update(GpuState& g) {
   g.window_j = 0.0;
   g.window_ns = 0;
   push_ring(g, et.next_ns, g.sensor_energy_j);
+  {  // the process truth as of this update
+    ProcTable& t = g.procs;
+    const auto k = static_cast<std::size_t>(t.truth_count % kTruthRing);
+    t.truth_t[k] = et.next_ns;
+    t.truth_idle[k] = t.idle_j;
+    t.truth_unattributed[k] = t.unattributed_j;
+    for (unsigned i = 0; i < kMaxProcs; ++i) {
+      t.truth_pid[k][i] = t.slots[i].pid;
+      t.truth_energy[k][i] = t.slots[i].energy_j;
+      t.truth_busy[k][i] = t.slots[i].busy_s;
+    }
+    ++t.truth_count;
+  }
   if (g.shared_ticks) power_update(g);
   step_series(g.energy_ticks);
 }

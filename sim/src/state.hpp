@@ -52,6 +52,8 @@ inline constexpr unsigned kUtilRing = 512;
 /// Per-process utilization sample period: 1/6 s, the short end of the 1/6 s to 1 s that the
 /// NVML header states for its utilization sampling (vendor-abi.md, nvmlDeviceGetUtilizationRates).
 inline constexpr std::int64_t kUtilPeriodNs = 166'666'667;
+/// Energy-counter updates for which the process truth is kept (~12.8 s at 100 ms).
+inline constexpr unsigned kTruthRing = 128;
 
 struct FaultSlot {
   std::int32_t call = -1;  // SimCall value; -1 = free slot
@@ -101,6 +103,14 @@ struct ProcTable {
   std::uint64_t ring_count = 0;
   double idle_j = 0.0;          // truth: the SKU's idle power × time, since creation
   double unattributed_j = 0.0;  // truth: energy above idle while no process was active (noise, lag tails)
+  // The truth as of each energy-counter update (for comparing with a reader of the counter).
+  std::int64_t truth_t[kTruthRing] = {};
+  double truth_idle[kTruthRing] = {};
+  double truth_unattributed[kTruthRing] = {};
+  std::int32_t truth_pid[kTruthRing][kMaxProcs] = {};
+  double truth_energy[kTruthRing][kMaxProcs] = {};
+  double truth_busy[kTruthRing][kMaxProcs] = {};
+  std::uint64_t truth_count = 0;
 };
 
 struct GpuState {

@@ -233,6 +233,10 @@ class Machine {
   Result<std::vector<SimProcess>> processes(unsigned gpu);
   /// The truth of the GPU's energy split among its processes, up to now.
   Result<ProcessTruth> process_truth(unsigned gpu);
+  /// The same truth as of the energy-counter update nearest sim time `t` (within 1 ms), so a
+  /// test on the real clock can compare a counter window with it. Kept for the latest 128
+  /// updates (~12.8 s); NotFound otherwise.
+  Result<ProcessTruth> process_truth_at(unsigned gpu, std::chrono::nanoseconds t);
   /// Every per-process utilization sample the driver still holds, oldest first.
   Result<std::vector<SimUtilSample>> utilization_samples(unsigned gpu);
   /// MIG mode: while on, nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (as on hardware)
