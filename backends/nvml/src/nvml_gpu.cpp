@@ -197,6 +197,10 @@ void NvmlGpu::probe() {
   caps.default_power_limit = default_power_limit().has_value();
   caps.temperature = temperature().has_value();
   caps.reading_timestamps = stamped && any_stamped;
+  caps.running_processes = running_processes().has_value();
+  // Process utilization: NOT_FOUND (nothing newer than now) and INSUFFICIENT_SIZE both mean the
+  // call works; NOT_SUPPORTED (MIG enabled, before Maxwell) does not.
+  caps.process_utilization = process_utilization(std::chrono::microseconds(0)).has_value();
   // NVML's setters need root or CAP_SYS_ADMIN (vendor-abi.md §1.6).
   caps.setters_need_privilege = true;
 }

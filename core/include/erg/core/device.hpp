@@ -52,6 +52,11 @@ struct GpuCapabilities {
   bool reading_timestamps = false;
   /// Setting limits/clocks/persistence needs privilege (root or CAP_SYS_ADMIN) on this backend.
   bool setters_need_privilege = true;
+  /// running_processes() answers (it may still fail later, e.g. GPU lost).
+  bool running_processes = false;
+  /// process_utilization() answered at discovery: false on MIG-enabled GPUs, before Maxwell, and
+  /// where the backend has no such call. MIG turned on later makes the call NotSupported then.
+  bool process_utilization = false;
   /// How often the energy counter changes; nullopt if unknown.
   std::optional<std::chrono::microseconds> energy_update_period;
   /// How often instant power changes; nullopt if unknown.
@@ -174,8 +179,9 @@ class Gpu {
   /// GPU core temperature in °C. NotSupported unless capabilities().temperature.
   virtual Result<int> temperature() = 0;
 
-  /// The processes with a context on the GPU now. NotSupported where the backend cannot list
-  /// them (the default: AMD SMI, ergd); kNoPermission where the driver refuses.
+  /// The processes with a context on the GPU now. NotSupported unless
+  /// capabilities().running_processes (the default: AMD SMI, ergd); kNoPermission where the
+  /// driver refuses.
   virtual Result<std::vector<GpuProcess>> running_processes() {
     return fail(ErrorCode::kNotSupported, "this GPU backend does not list running processes");
   }
