@@ -297,4 +297,50 @@ Result<CpuAttribution> attribute_cpu_energy(const EnergySegment& package, std::u
   return a;
 }
 
+// --- CpuProcessMeter ---------------------------------------------------------------------------
+
+CpuProcessMeter::CpuProcessMeter(Cpu& cpu, const Clock& clock, fs::path proc_root, IdleModel idle,
+                                 double ticks_per_second)
+    : cpu_(cpu), clock_(clock), proc_root_(std::move(proc_root)), idle_(idle), ticks_per_second_(ticks_per_second) {}
+
+Result<void> CpuProcessMeter::begin(std::span<const std::uint32_t> pids) {
+  auto e = cpu_.package_energy();
+  if (!e) return fail(e.error());
+  auto sys = read_proc_stat(proc_root_);
+  if (!sys) return fail(sys.error());
+  starts_.clear();
+  for (std::uint32_t pid : pids) {
+    auto st = read_proc_pid_stat(proc_root_, pid);
+    if (!st) continue;  // already gone
+    starts_.push_back({pid, Start{st->cpu_ticks(), st->starttime}});
+  }
+  energy0_uj_ = e->value();
+  t0_ = clock_.now();
+  busy0_ = sys->busy;
+  begun_ = true;
+  return ok();
+}
+
+Result<CpuAttribution> CpuProcessMeter::end(double energy_error) {
+  if (!begun_) return fail(ErrorCode::kInvalidArgument, "CpuProcessMeter::end without begin");
+  if (!(energy_error >= 0.0)) return fail(ErrorCode::kInvalidArgument, "CpuProcessMeter::end: negative energy error");
+  auto e = cpu_.package_energy();
+  if (!e) return fail(e.error());
+  auto sys = read_proc_stat(proc_root_);
+  if (!sys) return fail(sys.error());
+  const std::chrono::nanoseconds t1 = clock_.now();
+  const std::uint64_t busy = sys->busy >= busy0_ ? sys->busy - busy0_ : 0;
+  std::vector<ProcessCpuTime> times;
+  for (const auto& [pid, start] : starts_) {
+    auto st = read_proc_pid_stat(proc_root_, pid);
+    if (!st || st->starttime != start.starttime || st->cpu_ticks() < start.ticks) continue;  // gone or reused
+    times.push_back({pid, std::min(st->cpu_ticks() - start.ticks, busy)});
+  }
+  begun_ = false;
+  const double joules = (e->value() - energy0_uj_) * 1e-6;
+  const EnergySegment package{t0_, t1 > t0_ ? t1 : t0_ + std::chrono::nanoseconds(1), Joules(joules),
+                              Joules(energy_error * std::abs(joules)), Watts(0.0)};
+  return attribute_cpu_energy(package, busy, times, idle_, ticks_per_second_);
+}
+
 }  // namespace erg::measure

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "erg/sim/fake_devices.hpp"
+
 namespace erg::measure {
 namespace {
 
@@ -211,6 +213,44 @@ TEST_F(FakeProc, GroupsByTheCgroupsUnderTheRoot) {
   EXPECT_EQ(g[0].key, "container:" + kId);
   EXPECT_EQ(g[0].cgroup.runtime, "docker");
   EXPECT_EQ(g[1].key, "unknown");
+}
+
+// A settable clock for the meter.
+class ManualClock final : public Clock {
+ public:
+  std::chrono::nanoseconds now() const override { return t; }
+  std::chrono::nanoseconds wall_now() const override { return t; }
+  std::chrono::nanoseconds t{0};
+};
+
+TEST_F(FakeProc, CpuProcessMeterSplitsThePackageByCpuTime) {
+  sim::FakeCpu cpu(0);
+  ManualClock clock;
+  fs::create_directories(root_ / "88");
+  fs::create_directories(root_ / "99");
+  std::ofstream(root_ / "88" / "stat") << stat_line(88, "server", 100, 0);
+  std::ofstream(root_ / "99" / "stat") << stat_line(99, "short-lived", 10, 0);
+  cpu.set_energy_uj(1e6, 0);
+  CpuProcessMeter meter(cpu, clock, root_, IdleModel{Watts(10.0), Watts(0.5), Seconds(2.0)});
+  const std::vector<std::uint32_t> pids = {77, 88, 99, 123};  // 123 does not exist
+  ASSERT_TRUE(meter.begin(pids));
+  // 2 s later: 100 J more; the machine was busy 400 ticks: pid 77 +200, pid 88 +100, pid 99 exited.
+  clock.t = 2s;
+  cpu.set_energy_uj(101e6, 0);
+  std::ofstream(root_ / "stat") << "cpu  2300 0 600 9100 0 0 0 0 0 0\n";
+  std::ofstream(root_ / "77" / "stat") << stat_line(77, "trainer", 750, 200);
+  std::ofstream(root_ / "88" / "stat") << stat_line(88, "server", 200, 0);
+  fs::remove_all(root_ / "99");
+  auto a = meter.end(0.02);
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_DOUBLE_EQ(a->measured.value(), 100.0);
+  EXPECT_DOUBLE_EQ(a->idle.value(), 20.0);
+  ASSERT_EQ(a->processes.size(), 2u);
+  EXPECT_EQ(a->processes[0].pid, 77u);
+  EXPECT_NEAR(a->processes[0].energy.value(), 80.0 * 200.0 / 400.0, 1e-9);
+  EXPECT_NEAR(a->processes[1].energy.value(), 80.0 * 100.0 / 400.0, 1e-9);
+  EXPECT_NEAR(a->other.value(), 20.0, 1e-9);  // pid 99's and everyone else's CPU time
+  EXPECT_FALSE(meter.end());                  // no interval open
 }
 
 TEST(CpuAttribution, SplitsPackageEnergyByCpuTime) {

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "erg/core/clock.hpp"
+#include "erg/core/device.hpp"
 #include "erg/core/result.hpp"
 #include "erg/core/units.hpp"
 #include "erg/measure/process_attribution.hpp"
@@ -122,5 +124,37 @@ struct CpuAttribution {
 Result<CpuAttribution> attribute_cpu_energy(const EnergySegment& package, std::uint64_t busy_ticks,
                                             std::span<const ProcessCpuTime> processes, const IdleModel& idle,
                                             double ticks_per_second = 100.0, double model_error = 0.1);
+
+/// Reads a CPU package and /proc for attribute_cpu_energy: the package counter, /proc/stat and
+/// each listed process's /proc/<pid>/stat at begin() and end(). A process that is gone at end(),
+/// or whose pid now names another process (another start time), is charged nothing: its CPU time
+/// falls into `other`. The Cpu and clock must outlive the meter; not thread-safe.
+class CpuProcessMeter {
+ public:
+  /// `ticks_per_second`: USER_HZ (sysconf(_SC_CLK_TCK); 100 on Linux).
+  CpuProcessMeter(Cpu& cpu, const Clock& clock, std::filesystem::path proc_root, IdleModel idle,
+                  double ticks_per_second = 100.0);
+  /// Starts an interval for `pids`. Errors: the package's, /proc/stat's (a pid already gone is
+  /// left out, not an error).
+  Result<void> begin(std::span<const std::uint32_t> pids);
+  /// Ends it and attributes: `energy_error` is the package figure's error bound as a share of it.
+  /// InvalidArgument without begin().
+  Result<CpuAttribution> end(double energy_error = 0.02);
+
+ private:
+  struct Start {
+    std::uint64_t ticks = 0, starttime = 0;
+  };
+  Cpu& cpu_;
+  const Clock& clock_;
+  std::filesystem::path proc_root_;
+  IdleModel idle_;
+  double ticks_per_second_;
+  bool begun_ = false;
+  double energy0_uj_ = 0.0;
+  std::chrono::nanoseconds t0_{0};
+  std::uint64_t busy0_ = 0;
+  std::vector<std::pair<std::uint32_t, Start>> starts_;
+};
 
 }  // namespace erg::measure
