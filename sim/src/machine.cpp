@@ -1029,7 +1029,7 @@ namespace {
 /// Applies the process table's demand as the GPU's load (after a change of the table).
 void apply_process_load(detail::GpuState& g, std::int64_t now) {
   const double before = detail::mean_power_w(g);
-  g.utilization = std::min(1.0, detail::process_demand(g));
+  g.utilization = detail::process_activity(g);
   g.step_ns = 0;
   g.ripple_depth = 0.0;
   g.load_origin_ns = now;
@@ -1050,6 +1050,8 @@ Result<void> Machine::set_process(unsigned gpu, const SimProcess& process) {
     return fail(ErrorCode::kInvalidArgument, "a process needs a pid > 0");
   if (!(process.share >= 0.0 && process.share <= 1.0))
     return fail(ErrorCode::kInvalidArgument, "a process's share must be within 0..1");
+  if (!(process.intensity > 0.0 && process.intensity <= 1.0))
+    return fail(ErrorCode::kInvalidArgument, "a process's intensity must be within (0, 1]");
   State* s = impl_->s;
   Lock lock(s);
   const std::int64_t now = detail::sim_now(*s);
@@ -1070,6 +1072,7 @@ Result<void> Machine::set_process(unsigned gpu, const SimProcess& process) {
                 "GPU " + std::to_string(gpu) + " already runs " + std::to_string(detail::kMaxProcs) + " processes");
   slot->pid = static_cast<std::int32_t>(process.pid);
   slot->share = process.share;
+  slot->intensity = process.intensity;
   slot->used_memory = process.used_memory_bytes;
   slot->real = process.real ? 1 : 0;
   slot->gpu_instance = process.gpu_instance ? static_cast<std::int32_t>(*process.gpu_instance) : -1;
@@ -1120,7 +1123,7 @@ Result<std::vector<SimProcess>> Machine::processes(unsigned gpu) {
   std::vector<SimProcess> out;
   for (const auto& p : g.procs.slots) {
     if (p.pid == 0) continue;
-    SimProcess sp{static_cast<std::uint32_t>(p.pid), p.share, p.used_memory, p.real != 0, std::nullopt};
+    SimProcess sp{static_cast<std::uint32_t>(p.pid), p.share, p.used_memory, p.real != 0, std::nullopt, p.intensity};
     if (p.gpu_instance >= 0) sp.gpu_instance = static_cast<unsigned>(p.gpu_instance);
     out.push_back(sp);
   }

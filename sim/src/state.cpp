@@ -294,10 +294,10 @@ void account_processes(GpuState& g, std::int64_t ns, double e) {
   const double idle = sku.secondary_die ? 0.0 : sku.idle_w * dt;
   t.idle_j += idle;
   const double excess = e - idle;
-  double total = 0.0;
+  double total = 0.0, weight = 0.0;
   for (const auto& p : t.slots)
-    if (p.pid != 0) total += p.share;
-  if (total <= 0.0) {
+    if (p.pid != 0) total += p.share, weight += p.share * p.intensity;
+  if (total <= 0.0 || weight <= 0.0) {
     t.unattributed_j += excess;
     return;
   }
@@ -306,7 +306,8 @@ void account_processes(GpuState& g, std::int64_t ns, double e) {
     if (p.pid == 0 || p.share <= 0.0) continue;
     p.busy_ns += p.share * scale * static_cast<double>(ns);
     p.busy_s += p.share * scale * dt;
-    p.energy_j += excess * p.share / total;
+    // Its part of the power model's activity: time share × its power per unit of activity.
+    p.energy_j += excess * p.share * p.intensity / weight;
   }
 }
 
@@ -472,6 +473,15 @@ double process_demand(const GpuState& g) {
   for (const auto& p : g.procs.slots)
     if (p.pid != 0) total += p.share;
   return total;
+}
+
+double process_activity(const GpuState& g) {
+  const double total = process_demand(g);
+  const double scale = total > 1.0 ? 1.0 / total : 1.0;
+  double a = 0.0;
+  for (const auto& p : g.procs.slots)
+    if (p.pid != 0) a += p.share * scale * p.intensity;
+  return std::min(1.0, a);
 }
 
 bool reap_exited(GpuState& g) {

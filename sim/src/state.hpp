@@ -81,6 +81,7 @@ struct ProcSlot {
   std::int32_t pad = 0;
   std::uint64_t used_memory = 0;  // bytes
   double share = 0.0;             // the activity it asks of the GPU, 0..1
+  double intensity = 1.0;         // its power per unit of activity, relative to the SKU's model (0..1]
   double busy_ns = 0.0;           // ∫ its actual (time-sliced) share dt in the current sample period
   double energy_j = 0.0;          // truth: its part of the energy above idle since it was added
   double busy_s = 0.0;            // truth: ∫ its actual share dt since it was added
@@ -372,6 +373,8 @@ struct GpuInit {
 void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now);
 /// Σ share of the GPU's processes.
 double process_demand(const GpuState& g);
+/// The load the processes put on the GPU's power model: Σ actual (time-sliced) share × intensity.
+double process_activity(const GpuState& g);
 /// Drops the real processes that have exited (kill(pid, 0) fails with ESRCH). True if any was
 /// dropped (the caller re-applies the load). Under the lock.
 bool reap_exited(GpuState& g);

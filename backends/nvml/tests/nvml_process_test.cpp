@@ -291,6 +291,28 @@ TEST_F(NvmlProcesses, TruthAddsUpToThePhysicalEnergy) {
   EXPECT_NEAR(e[2] / e[1], 2.0, 1e-9);
   EXPECT_GT(e[1], 0.0);
   EXPECT_NEAR(truth->processes[0].busy_time.count() / 1e9, 1.0, 1e-6);  // 0.2 × 5 s
+  // A process whose kernels draw half the power per unit of activity: its samples say 40 %, its
+  // truth is that of a 20 % process at full intensity.
+  ASSERT_TRUE(machine_->set_process(0, {3, 0.4, 0, false, std::nullopt, 0.5}));
+  EXPECT_FALSE(machine_->set_process(0, {4, 0.4, 0, false, std::nullopt, 0.0}));
+  auto st = machine_->status(0);
+  ASSERT_TRUE(st);
+  EXPECT_NEAR(st->utilization, 0.2 + 0.4 + 0.4 * 0.5, 1e-12);
+  auto mid = machine_->process_truth(0);
+  ASSERT_TRUE(machine_->advance(2s));
+  auto end = machine_->process_truth(0);
+  ASSERT_TRUE(mid && end);
+  std::map<std::uint32_t, double> d;
+  for (const auto& p : end->processes) d[p.pid] += p.energy.value();
+  for (const auto& p : mid->processes) d[p.pid] -= p.energy.value();
+  EXPECT_NEAR(d[3] / d[1], 1.0, 1e-9);
+  EXPECT_NEAR(d[2] / d[1], 2.0, 1e-9);
+  auto samples = machine_->utilization_samples(0);
+  ASSERT_TRUE(samples);
+  unsigned last3 = 0;
+  for (const auto& s : *samples)
+    if (s.pid == 3) last3 = s.sm_percent;
+  EXPECT_EQ(last3, 40u);
   (void)truth0;
   (void)before;
 }

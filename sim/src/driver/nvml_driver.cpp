@@ -704,7 +704,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_
         if (detail::reap_exited(g)) {
           // A process that exited has no context any more: its load goes with it.
           const double before = detail::mean_power_w(g);
-          g.utilization = detail::process_demand(g) < 1.0 ? detail::process_demand(g) : 1.0;
+          g.utilization = detail::process_activity(g);
           g.load_origin_ns = detail::sim_now(s);
           detail::controls_changed(g, before);
         }

@@ -95,21 +95,26 @@ struct SensorInfo {
 };
 
 /// A process with a context on a simulated GPU. While a GPU has processes, its load is theirs:
-/// utilization = min(1, Σ share), steady (set_load/set_utilization override it until the
-/// process table next changes). When Σ share > 1 the GPU time-slices: each runs share / Σ share
-/// of the time.
+/// utilization = Σ actual share × intensity, steady (set_load/set_utilization override it until
+/// the process table next changes). When Σ share > 1 the GPU time-slices: each runs
+/// share / Σ share of the time (what its utilization samples report).
 struct SimProcess {
   std::uint32_t pid = 0;                 ///< > 0
   double share = 0.0;                    ///< the activity it asks of the GPU, 0..1
   std::uint64_t used_memory_bytes = 0;   ///< what nvmlProcessInfo_t reports
   bool real = false;                     ///< a live process of this machine: dropped once it exits
   std::optional<unsigned> gpu_instance;  ///< its MIG GPU instance (reported only while MIG is on)
+  /// Its power per unit of activity relative to the SKU's model, (0, 1]: kernels differ (tensor
+  /// cores vs memory-bound work) at the same SM utilization. Its samples do not show it; its
+  /// truth does. 1 (the default) makes every process draw alike.
+  double intensity = 1.0;
 };
 
 /// The simulator's truth of how a GPU's energy divides among its processes (never visible to
 /// erg). Every 1 ms physics segment's energy e splits into idle = the SKU's idle power × time
-/// and the rest; the rest goes to the processes in proportion to their share while any is
-/// active (each one's part of the time-sliced GPU), else to `unattributed` (noise, lag tails).
+/// and the rest; the rest goes to the processes in proportion to share × intensity while any is
+/// active (each one's part of the time-sliced GPU's power), else to `unattributed` (noise, lag
+/// tails).
 /// So idle + Σ processes + unattributed = the true (physical) energy since creation.
 struct ProcessTruth {
   struct Entry {
