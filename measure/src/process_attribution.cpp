@@ -264,4 +264,60 @@ Result<ProcessAttribution> ProcessMeter::attribute() {
   return attribute_processes(*interval_, samples_, options_);
 }
 
+Result<ProcessAttribution> measure_processes(Gpu& gpu, const Clock& clock, std::chrono::nanoseconds duration,
+                                             const ProcessAttributionOptions& options, double energy_error,
+                                             std::chrono::nanoseconds poll_period) {
+  if (duration.count() <= 0 || poll_period.count() <= 0)
+    return fail(ErrorCode::kInvalidArgument, "measure_processes: the duration and the poll period must be > 0");
+  ProcessMeter meter(gpu, clock, options);
+  if (auto r = meter.begin(); !r) return fail(r.error());
+  const nanoseconds start = clock.now();
+  for (nanoseconds t = start + poll_period; t < start + duration; t += poll_period) {
+    clock.sleep_until(t);
+    if (auto r = meter.poll(); !r) return fail(r.error());
+  }
+  clock.sleep_until(start + duration);
+  if (auto r = meter.end(energy_error); !r) return fail(r.error());
+  // The driver samples past the end within a sample period (jitter aside).
+  clock.sleep_until(clock.now() + options.sample_period + options.sample_period / 4);
+  return meter.attribute();
+}
+
+namespace {
+
+Result<std::vector<GpuProcess>> busy_processes(Gpu& gpu) {
+  if (!gpu.capabilities().running_processes) return std::vector<GpuProcess>{};
+  return gpu.running_processes();
+}
+
+Error not_idle(const std::vector<GpuProcess>& procs) {
+  std::string pids;
+  for (const auto& p : procs) pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
+  return Error{ErrorCode::kUnavailable, "calibrate_idle: the GPU is not idle: it runs process(es) " + pids};
+}
+
+}  // namespace
+
+Result<IdleModel> calibrate_idle(Gpu& gpu, const Clock& clock, std::chrono::nanoseconds duration, double energy_error) {
+  if (duration.count() <= 0) return fail(ErrorCode::kInvalidArgument, "calibrate_idle: the duration must be > 0");
+  if (!(energy_error >= 0.0)) return fail(ErrorCode::kInvalidArgument, "calibrate_idle: negative energy error");
+  auto before = busy_processes(gpu);
+  if (!before) return fail(before.error());
+  if (!before->empty()) return fail(not_idle(*before));
+  auto r0 = gpu.energy_reading();
+  if (!r0) return fail(r0.error());
+  const nanoseconds w0 = r0->updated_at.value_or(clock.wall_now());
+  clock.sleep_until(clock.now() + duration);
+  auto r1 = gpu.energy_reading();
+  if (!r1) return fail(r1.error());
+  const nanoseconds w1 = r1->updated_at.value_or(clock.wall_now());
+  auto after = busy_processes(gpu);
+  if (!after) return fail(after.error());
+  if (!after->empty()) return fail(not_idle(*after));
+  if (w1 <= w0) return fail(ErrorCode::kInvalidArgument, "calibrate_idle: the counter did not update; measure longer");
+  const double joules = (r1->energy - r0->energy).value() / 1000.0;
+  const EnergySegment seg{w0, w1, Joules(joules), Joules(energy_error * std::abs(joules) + 0.002), Watts(0.0)};
+  return calibrate_idle(std::span<const EnergySegment>(&seg, 1));
+}
+
 }  // namespace erg::measure

@@ -236,6 +236,32 @@ TEST_P(ProcessAttributionSim, MigIsReportedAsNotAttributable) {
   EXPECT_GT(r->measured.value(), 0.0);
 }
 
+// The one-call face (measure_processes, calibrate_idle over a Gpu) on the virtual clock: the clock
+// moves itself; sums exact; with constant shares the energies stand in the ratio of the shares.
+TEST_P(ProcessAttributionSim, OneCallMeasuresAndAttributes) {
+  auto idle = calibrate_idle(*gpu_, *clock_, 3s);
+  ASSERT_TRUE(idle) << idle.error().message;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(m_->set_process(0, {kPids[i], 0.15 + 0.2 * i, 0, false, std::nullopt}));
+  // Not idle any more: calibrating now names the processes.
+  auto busy = calibrate_idle(*gpu_, *clock_, 1s);
+  ASSERT_FALSE(busy);
+  EXPECT_NE(busy.error().message.find(std::to_string(kPids[0])), std::string::npos) << busy.error().message;
+  ASSERT_TRUE(m_->advance(300ms));
+  ProcessAttributionOptions options;
+  options.idle = *idle;
+  options.edge_uncertainty = 100ms;  // read-time stamps
+  auto a = measure_processes(*gpu_, *clock_, 5s, options);
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(a->attributable);
+  EXPECT_NEAR((a->idle + a->attributed() + a->unattributed).value(), a->measured.value(), 1e-12 * a->measured.value());
+  ASSERT_EQ(a->processes.size(), 3u);
+  // Shares are constant, so the processes' energies stand in the ratio of their shares.
+  EXPECT_NEAR(a->processes[1].energy.value() / a->processes[0].energy.value(), 0.35 / 0.15, 0.05 * 0.35 / 0.15);
+  EXPECT_NEAR(a->processes[2].energy.value() / a->processes[0].energy.value(), 0.55 / 0.15, 0.05 * 0.55 / 0.15);
+  for (const auto& p : a->processes) EXPECT_LT(p.bound.value(), 0.35 * p.energy.value());
+  EXPECT_FALSE(measure_processes(*gpu_, *clock_, 0s, options));
+}
+
 INSTANTIATE_TEST_SUITE_P(FaithfulGpus, ProcessAttributionSim,
                          ::testing::Combine(::testing::Values("V100", "A100"), ::testing::Values(1u, 2u, 3u)),
                          [](const auto& p) {

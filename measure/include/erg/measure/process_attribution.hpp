@@ -157,4 +157,19 @@ class ProcessMeter {
   std::optional<std::string> not_supported_;
 };
 
+/// Measures `gpu` for `duration` on `clock` (a virtual clock moves itself) and attributes it:
+/// ProcessMeter polled every `poll_period` (1 s: well inside the driver's sample buffer), ended,
+/// then attributed once a sample period has passed. The function erg top, ergd and the exporter
+/// call. Errors: the GPU's; InvalidArgument for a duration or poll period ≤ 0.
+Result<ProcessAttribution> measure_processes(Gpu& gpu, const Clock& clock, std::chrono::nanoseconds duration,
+                                             const ProcessAttributionOptions& options, double energy_error = 0.03,
+                                             std::chrono::nanoseconds poll_period = std::chrono::seconds(1));
+
+/// Calibrates the GPU's idle model by measuring it for `duration` (at least a few counter
+/// periods; 3 s is plenty) while it runs nothing. Unavailable, naming the processes, when the
+/// GPU lists running processes at the start or the end (it is not idle); a GPU that cannot list
+/// them is taken at its word. `energy_error` as in ProcessMeter::end.
+Result<IdleModel> calibrate_idle(Gpu& gpu, const Clock& clock, std::chrono::nanoseconds duration,
+                                 double energy_error = 0.03);
+
 }  // namespace erg::measure
