@@ -702,7 +702,9 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_
       [&](State& s, GpuState& g) {
         if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
         if (detail::reap_exited(g)) {
-          // A process that exited has no context any more: its load goes with it.
+          // A process that exited has no context any more: its load goes with it (a control event:
+          // the published readings are void).
+          std::atomic_ref(s.control_epoch).fetch_add(1, std::memory_order_acq_rel);
           const double before = detail::mean_power_w(g);
           g.utilization = detail::process_activity(g);
           g.load_origin_ns = detail::sim_now(s);
@@ -736,7 +738,7 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_
         *infoCount = n;
         return NVML_SUCCESS;
       },
-      Lock::kControl);
+      Lock::kRead);
 }
 
 ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
