@@ -210,6 +210,35 @@ TEST_P(ProcessAttributionSim, SharesSumExactlyAndMatchTheTruthWithinTheirBounds)
   EXPECT_GE(last_sample_misses, 2);
 }
 
+// A driver that samples every second (the long end of NVML's 1/6 s to 1 s): the reader infers
+// the period from the samples, and the bounds, wider now, still hold.
+TEST_P(ProcessAttributionSim, SlowSamplingWidensTheBoundsWhichStillHold) {
+  const IdleModel idle = calibrate();
+  ASSERT_TRUE(m_->set_utilization_period(0, 1s));
+  EXPECT_FALSE(m_->set_utilization_period(0, 1ms));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(m_->set_process(0, {kPids[i], 0.3, 0, false, std::nullopt}));
+  ASSERT_TRUE(m_->advance(3s));
+  auto seen = gpu_->process_utilization(std::chrono::microseconds(0));
+  ASSERT_TRUE(seen);
+  auto period = infer_sample_period(*seen);
+  ASSERT_TRUE(period);
+  EXPECT_NEAR(std::chrono::duration<double>(*period).count(), 1.0, 0.05);
+  ProcessAttributionOptions options;
+  options.idle = idle;
+  options.sample_period = *period;
+  options.edge_uncertainty = 100ms;
+  const Window w = run_window(options);
+  const ProcessAttribution& a = w.result;
+  ASSERT_TRUE(a.attributable);
+  ASSERT_EQ(a.processes.size(), 3u);
+  EXPECT_NEAR((a.idle + a.attributed() + a.unattributed).value(), a.measured.value(), 1e-12 * a.measured.value());
+  for (const auto& p : a.processes) {
+    const double truth = w.truth.at(p.pid);
+    EXPECT_LE(std::abs(p.energy.value() - truth), p.bound.value())
+        << "pid " << p.pid << " est " << p.energy.value() << " truth " << truth << " bound " << p.bound.value();
+  }
+}
+
 // MIG: the GPU's energy is reported as not attributable, with the reason, never as 0 J each.
 TEST_P(ProcessAttributionSim, MigIsReportedAsNotAttributable) {
   const auto& [sku, seed] = GetParam();

@@ -1185,6 +1185,19 @@ Result<std::vector<SimUtilSample>> Machine::utilization_samples(unsigned gpu) {
   return out;
 }
 
+Result<void> Machine::set_utilization_period(unsigned gpu, std::chrono::nanoseconds period) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  if (period < std::chrono::milliseconds(10) || period > std::chrono::seconds(10))
+    return fail(ErrorCode::kInvalidArgument, "the utilization sample period must be within 10 ms .. 10 s");
+  State* s = impl_->s;
+  Lock lock(s);
+  const std::int64_t now = detail::sim_now(*s);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, now);
+  detail::set_utilization_period(g, period.count(), now);
+  return ok();
+}
+
 Result<void> Machine::set_process_info_stride(unsigned bytes) {
   if (bytes != 24 && bytes != 32)
     return fail(ErrorCode::kInvalidArgument, "the process info stride is 24 or 32 bytes, not " + std::to_string(bytes));

@@ -475,6 +475,16 @@ double process_demand(const GpuState& g) {
   return total;
 }
 
+void set_utilization_period(GpuState& g, std::int64_t period_ns, std::int64_t now) {
+  TickSeries& t = g.procs.ticks;
+  const double share = t.period_ns > 0 ? t.jitter_ns / static_cast<double>(t.period_ns) : 0.0;
+  t.period_ns = period_ns;
+  t.origin_ns = now;
+  t.jitter_ns = share * static_cast<double>(period_ns);
+  init_series(t, now);
+  for (auto& p : g.procs.slots) p.busy_ns = 0.0;
+}
+
 double process_activity(const GpuState& g) {
   const double total = process_demand(g);
   const double scale = total > 1.0 ? 1.0 / total : 1.0;

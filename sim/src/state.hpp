@@ -375,6 +375,9 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now);
 double process_demand(const GpuState& g);
 /// The load the processes put on the GPU's power model: Σ actual (time-sliced) share × intensity.
 double process_activity(const GpuState& g);
+/// Gives the GPU's utilization sampler a new nominal period from `now` (its jitter keeps the same
+/// share of the period); the samples in progress restart. Under the lock, after advance_gpu(now).
+void set_utilization_period(GpuState& g, std::int64_t period_ns, std::int64_t now);
 /// Drops the real processes that have exited (kill(pid, 0) fails with ESRCH). True if any was
 /// dropped (the caller re-applies the load). Under the lock.
 bool reap_exited(GpuState& g);

@@ -244,6 +244,9 @@ class Machine {
   Result<ProcessTruth> process_truth_at(unsigned gpu, std::chrono::nanoseconds t);
   /// Every per-process utilization sample the driver still holds, oldest first.
   Result<std::vector<SimUtilSample>> utilization_samples(unsigned gpu);
+  /// The per-process utilization sampler's nominal period from now (default 1/6 s; NVML's
+  /// header allows up to 1 s). InvalidArgument outside 10 ms .. 10 s.
+  Result<void> set_utilization_period(unsigned gpu, std::chrono::nanoseconds period);
   /// MIG mode: while on, nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (as on hardware)
   /// and running processes carry their GPU instance.
   Result<void> set_mig_mode(unsigned gpu, bool enabled);
