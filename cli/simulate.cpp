@@ -2,6 +2,7 @@
 // through ERG_SIM_STATE), so measured figures are real model figures, not idle ones.
 //
 //   erg simulate load --gpus 0,1 --util 0.8 --seconds 3 [--step-ms 230 --ripple 0.35 --duty 0.2]
+//   erg simulate load --gpus 0 --share 0.3 --seconds 10   (as a GPU process with a 30 % share)
 //   erg simulate load --profile steps.json
 //     {"steps": [{"seconds": 1, "util": 0.5, "gpus": [0], "step_ms": 230, "ripple": 0.35, "duty": 0.2}, ...]}
 //   erg simulate load --gpus 0 --batch-size 64 --samples-per-s 1200 [--overhead-s 0.005] --steps 30
@@ -11,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -98,7 +100,10 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     int batch_size = 0;  // > 0: step mode
     double samples_per_s = 0, overhead_s = 0.005;
     unsigned steps = 10;
-    int max_batch_size = 0;  // > 0: larger batches "run out of memory"
+    int max_batch_size = 0;       // > 0: larger batches "run out of memory"
+    std::optional<double> share;  // process mode with this share
+    bool process = false;         // process mode: util is this process's share
+    double memory_mib = 1024;
   };
   auto opts = std::make_shared<Opts>();
   load->add_option("--gpus", opts->gpus, "GPUs to load (physical simulated indices, e.g. 0,1); default all")
@@ -116,6 +121,16 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
                    "A JSON load profile: {\"steps\": [{\"seconds\", \"util\", \"gpus\", \"step_ms\", \"ripple\", "
                    "\"duty\"}]}");
 
+  load->add_option("--share", opts->share,
+                   "Run as a GPU process with this share of each GPU (0 to 1): the simulated driver lists this "
+                   "process (its real pid) among the GPU's running processes and samples its utilization; several "
+                   "such loads share a GPU (time-sliced when their shares add up to more than 1). Removed when it "
+                   "exits. Implies --process with --util SHARE")
+      ->check(CLI::Range(0.0, 1.0));
+  load->add_flag("--process", opts->process,
+                 "Run as a GPU process (see --share): --util or the profile's util is this process's share");
+  load->add_option("--memory-mib", opts->memory_mib, "Process mode: GPU memory the process reports using, MiB")
+      ->check(non_negative_number());
   load->add_option("--batch-size", opts->batch_size,
                    "Step mode: run --steps training steps of this many samples on one GPU; a step is "
                    "overhead-s + batch-size / samples-per-s work units (1 unit = 1 s of the GPU fully busy at its "
@@ -142,6 +157,12 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     if (!ctx.machine)
       throw CliError{kExitUsage, "erg simulate needs a simulated machine: use --simulate SPEC or set ERG_SIMULATE"};
     auto& m = *ctx.machine;
+    if (opts->share) {
+      opts->process = true;
+      opts->util = *opts->share;
+    }
+    if (opts->process && opts->batch_size > 0)
+      throw CliError{kExitUsage, "--share/--process and --batch-size do not mix"};
     if (opts->batch_size > 0) {
       if (opts->samples_per_s <= 0) throw CliError{kExitUsage, "--batch-size needs --samples-per-s"};
       if (opts->gpus.size() > 1) throw CliError{kExitUsage, "--batch-size runs steps on one GPU (--gpus N)"};
@@ -191,10 +212,29 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
     }
     std::vector<unsigned> touched;
     std::optional<int> stopped_by;
+    const auto pid = static_cast<std::uint32_t>(::getpid());
+    auto leave = [&] {  // process mode: off the GPUs' process tables
+      for (unsigned g : touched) (void)m.remove_process(g, pid);
+    };
     for (const auto& s : steps) {
       std::vector<unsigned> gpus = s.gpus;
       if (gpus.empty())
         for (unsigned i = 0; i < m.gpu_count(); ++i) gpus.push_back(i);
+      if (opts->process) {
+        for (unsigned g : gpus) {
+          const sim::SimProcess proc{pid, s.util, static_cast<std::uint64_t>(opts->memory_mib * 1048576.0), true,
+                                     std::nullopt};
+          if (auto r = m.set_process(g, proc); !r) {
+            leave();
+            throw CliError{kExitFailure, r.error().message};
+          }
+          if (std::find(touched.begin(), touched.end(), g) == touched.end()) touched.push_back(g);
+        }
+        stopped_by = signals.wait(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s.seconds)));
+        if (stopped_by) break;
+        continue;
+      }
       for (unsigned g : gpus) {
         const sim::Load work{s.util, std::chrono::nanoseconds(static_cast<long long>(s.step_ms * 1e6)), s.ripple,
                              s.duty};
@@ -205,7 +245,11 @@ void add_simulate_command(CLI::App& app, Context& ctx) {
           signals.wait(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s.seconds)));
       if (stopped_by) break;
     }
-    for (unsigned g : touched) (void)m.set_utilization(g, 0.0);
+    if (opts->process) {
+      leave();
+    } else {
+      for (unsigned g : touched) (void)m.set_utilization(g, 0.0);
+    }
     ctx.exit_code = stopped_by ? 128 + *stopped_by : kExitOk;
   });
 

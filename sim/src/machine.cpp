@@ -1019,7 +1019,204 @@ Result<SensorInfo> Machine::sensor_info(unsigned gpu) {
   info.sampled_window = std::chrono::milliseconds(g.partial_sampling ? detail::sku_of(g).sampled_window_ms : 0);
   info.last_update = std::chrono::nanoseconds(g.energy_ticks.last_ns);
   info.next_update = std::chrono::nanoseconds(g.energy_ticks.next_ns);
+  info.utilization_period = std::chrono::nanoseconds(g.procs.ticks.period_ns);
+  info.utilization_jitter = std::chrono::nanoseconds(static_cast<std::int64_t>(g.procs.ticks.jitter_ns));
   return info;
+}
+
+namespace {
+
+/// Applies the process table's demand as the GPU's load (after a change of the table).
+void apply_process_load(detail::GpuState& g, std::int64_t now) {
+  const double before = detail::mean_power_w(g);
+  g.utilization = detail::process_activity(g);
+  g.step_ns = 0;
+  g.ripple_depth = 0.0;
+  g.load_origin_ns = now;
+  detail::controls_changed(g, before);
+}
+
+detail::ProcSlot* find_process(detail::GpuState& g, std::uint32_t pid) {
+  for (auto& p : g.procs.slots)
+    if (p.pid != 0 && static_cast<std::uint32_t>(p.pid) == pid) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+Result<void> Machine::set_process(unsigned gpu, const SimProcess& process) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  if (process.pid == 0 || process.pid > 0x7fffffffu)
+    return fail(ErrorCode::kInvalidArgument, "a process needs a pid > 0");
+  if (!(process.share >= 0.0 && process.share <= 1.0))
+    return fail(ErrorCode::kInvalidArgument, "a process's share must be within 0..1");
+  if (!(process.intensity > 0.0 && process.intensity <= 1.0))
+    return fail(ErrorCode::kInvalidArgument, "a process's intensity must be within (0, 1]");
+  State* s = impl_->s;
+  Lock lock(s);
+  const std::int64_t now = detail::sim_now(*s);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, now);
+  detail::reap_exited(g);
+  detail::ProcSlot* slot = find_process(g, process.pid);
+  if (slot == nullptr) {
+    for (auto& p : g.procs.slots)
+      if (p.pid == 0) {
+        slot = &p;
+        *slot = detail::ProcSlot{};
+        break;
+      }
+  }
+  if (slot == nullptr)
+    return fail(ErrorCode::kUnavailable,
+                "GPU " + std::to_string(gpu) + " already runs " + std::to_string(detail::kMaxProcs) + " processes");
+  slot->pid = static_cast<std::int32_t>(process.pid);
+  slot->share = process.share;
+  slot->intensity = process.intensity;
+  slot->used_memory = process.used_memory_bytes;
+  slot->real = process.real ? 1 : 0;
+  slot->gpu_instance = process.gpu_instance ? static_cast<std::int32_t>(*process.gpu_instance) : -1;
+  apply_process_load(g, now);
+  return ok();
+}
+
+Result<void> Machine::set_process_share(unsigned gpu, std::uint32_t pid, double share) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  if (!(share >= 0.0 && share <= 1.0))
+    return fail(ErrorCode::kInvalidArgument, "a process's share must be within 0..1");
+  State* s = impl_->s;
+  Lock lock(s);
+  const std::int64_t now = detail::sim_now(*s);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, now);
+  detail::ProcSlot* slot = find_process(g, pid);
+  if (slot == nullptr)
+    return fail(ErrorCode::kNotFound, "no process " + std::to_string(pid) + " on GPU " + std::to_string(gpu));
+  slot->share = share;
+  apply_process_load(g, now);
+  return ok();
+}
+
+Result<void> Machine::remove_process(unsigned gpu, std::uint32_t pid) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  State* s = impl_->s;
+  Lock lock(s);
+  const std::int64_t now = detail::sim_now(*s);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, now);
+  detail::ProcSlot* slot = find_process(g, pid);
+  if (slot == nullptr)
+    return fail(ErrorCode::kNotFound, "no process " + std::to_string(pid) + " on GPU " + std::to_string(gpu));
+  *slot = detail::ProcSlot{};
+  apply_process_load(g, now);
+  return ok();
+}
+
+Result<std::vector<SimProcess>> Machine::processes(unsigned gpu) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s);
+  const std::int64_t now = detail::sim_now(*s);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, now);
+  if (detail::reap_exited(g)) apply_process_load(g, now);
+  std::vector<SimProcess> out;
+  for (const auto& p : g.procs.slots) {
+    if (p.pid == 0) continue;
+    SimProcess sp{static_cast<std::uint32_t>(p.pid), p.share, p.used_memory, p.real != 0, std::nullopt, p.intensity};
+    if (p.gpu_instance >= 0) sp.gpu_instance = static_cast<unsigned>(p.gpu_instance);
+    out.push_back(sp);
+  }
+  return out;
+}
+
+Result<ProcessTruth> Machine::process_truth(unsigned gpu) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, detail::sim_now(*s));
+  ProcessTruth t;
+  t.idle = Joules(g.procs.idle_j);
+  t.unattributed = Joules(g.procs.unattributed_j);
+  for (const auto& p : g.procs.slots)
+    if (p.pid != 0)
+      t.processes.push_back({static_cast<std::uint32_t>(p.pid), Joules(p.energy_j),
+                             std::chrono::nanoseconds(static_cast<std::int64_t>(p.busy_s * 1e9))});
+  return t;
+}
+
+Result<ProcessTruth> Machine::process_truth_at(unsigned gpu, std::chrono::nanoseconds t) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, detail::sim_now(*s));
+  const auto& tab = g.procs;
+  const std::uint64_t n = tab.truth_count;
+  for (std::uint64_t k = n > detail::kTruthRing ? n - detail::kTruthRing : 0; k < n; ++k) {
+    const auto i = static_cast<std::size_t>(k % detail::kTruthRing);
+    if (std::llabs(tab.truth_t[i] - t.count()) > 1'000'000) continue;
+    ProcessTruth out;
+    out.idle = Joules(tab.truth_idle[i]);
+    out.unattributed = Joules(tab.truth_unattributed[i]);
+    for (unsigned j = 0; j < detail::kMaxProcs; ++j)
+      if (tab.truth_pid[i][j] != 0)
+        out.processes.push_back({static_cast<std::uint32_t>(tab.truth_pid[i][j]), Joules(tab.truth_energy[i][j]),
+                                 std::chrono::nanoseconds(static_cast<std::int64_t>(tab.truth_busy[i][j] * 1e9))});
+    return out;
+  }
+  return fail(ErrorCode::kNotFound, "no energy-counter update of GPU " + std::to_string(gpu) +
+                                        " within 1 ms of that time among the latest kept");
+}
+
+Result<std::vector<SimUtilSample>> Machine::utilization_samples(unsigned gpu) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, detail::sim_now(*s));
+  std::vector<SimUtilSample> out;
+  const std::uint64_t n = g.procs.ring_count;
+  for (std::uint64_t k = n > detail::kUtilRing ? n - detail::kUtilRing : 0; k < n; ++k) {
+    const auto& u = g.procs.ring[k % detail::kUtilRing];
+    out.push_back({static_cast<std::uint32_t>(u.pid), std::chrono::nanoseconds(u.time_ns), u.sm});
+  }
+  return out;
+}
+
+Result<void> Machine::set_utilization_period(unsigned gpu, std::chrono::nanoseconds period) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  if (period < std::chrono::milliseconds(10) || period > std::chrono::seconds(10))
+    return fail(ErrorCode::kInvalidArgument, "the utilization sample period must be within 10 ms .. 10 s");
+  State* s = impl_->s;
+  Lock lock(s);
+  const std::int64_t now = detail::sim_now(*s);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, now);
+  detail::set_utilization_period(g, period.count(), now);
+  return ok();
+}
+
+Result<void> Machine::set_process_info_stride(unsigned bytes) {
+  if (bytes != 24 && bytes != 32)
+    return fail(ErrorCode::kInvalidArgument, "the process info stride is 24 or 32 bytes, not " + std::to_string(bytes));
+  State* s = impl_->s;
+  Lock lock(s);
+  s->process_info_stride = static_cast<std::int32_t>(bytes);
+  return ok();
+}
+
+Result<void> Machine::set_mig_mode(unsigned gpu, bool enabled) {
+  if (auto r = impl_->check_gpu(gpu); !r) return r;
+  State* s = impl_->s;
+  Lock lock(s);
+  const Sku& sku = detail::sku_of(s->gpus[gpu]);
+  if (sku.vendor != Vendor::kNvidia || sku.arch < 7)
+    return fail(ErrorCode::kNotSupported, "MIG needs an NVIDIA GPU of Ampere or newer; GPU " + std::to_string(gpu) +
+                                              " is " + std::string(sku.name));
+  s->gpus[gpu].procs.mig = enabled ? 1 : 0;
+  return ok();
 }
 
 Result<Joules> Machine::true_cpu_energy(unsigned cpu) {

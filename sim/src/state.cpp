@@ -1,5 +1,6 @@
 #include "state.hpp"
 
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -107,6 +108,7 @@ enum Salt : std::uint64_t {
   kSaltDrift,
   kSaltJitter,
   kSaltCpu,
+  kSaltUtilTicks,
 };
 
 std::uint64_t key(std::uint64_t seed, std::uint64_t salt, std::uint64_t a = 0, std::uint64_t b = 0) {
@@ -265,8 +267,70 @@ void energy_update(GpuState& g) {
   g.window_j = 0.0;
   g.window_ns = 0;
   push_ring(g, et.next_ns, g.sensor_energy_j);
+  {  // the process truth as of this update
+    ProcTable& t = g.procs;
+    const auto k = static_cast<std::size_t>(t.truth_count % kTruthRing);
+    t.truth_t[k] = et.next_ns;
+    t.truth_idle[k] = t.idle_j;
+    t.truth_unattributed[k] = t.unattributed_j;
+    for (unsigned i = 0; i < kMaxProcs; ++i) {
+      t.truth_pid[k][i] = t.slots[i].pid;
+      t.truth_energy[k][i] = t.slots[i].energy_j;
+      t.truth_busy[k][i] = t.slots[i].busy_s;
+    }
+    ++t.truth_count;
+  }
   if (g.shared_ticks) power_update(g);
   step_series(g.energy_ticks);
+}
+
+/// The processes' part of a segment of `ns` with energy `e`: their time-sliced busy time and
+/// the truth of their energy. While the GPU is oversubscribed (Σ share > 1) each process runs
+/// share / Σ share of the time; the energy above the SKU's idle power is split in proportion.
+void account_processes(GpuState& g, std::int64_t ns, double e) {
+  ProcTable& t = g.procs;
+  const Sku& sku = sku_of(g);
+  const double dt = static_cast<double>(ns) / kNsPerS;
+  const double idle = sku.secondary_die ? 0.0 : sku.idle_w * dt;
+  t.idle_j += idle;
+  const double excess = e - idle;
+  double total = 0.0, weight = 0.0;
+  for (const auto& p : t.slots)
+    if (p.pid != 0) total += p.share, weight += p.share * p.intensity;
+  if (total <= 0.0 || weight <= 0.0) {
+    t.unattributed_j += excess;
+    return;
+  }
+  const double scale = total > 1.0 ? 1.0 / total : 1.0;
+  for (auto& p : t.slots) {
+    if (p.pid == 0 || p.share <= 0.0) continue;
+    p.busy_ns += p.share * scale * static_cast<double>(ns);
+    p.busy_s += p.share * scale * dt;
+    // Its part of the power model's activity: time share × its power per unit of activity.
+    p.energy_j += excess * p.share * p.intensity / weight;
+  }
+}
+
+/// A utilization sample for every process that ran in the period that ends now: its busy share
+/// in whole percent (the driver reports integers), into the bounded buffer.
+void sample_processes(GpuState& g) {
+  ProcTable& t = g.procs;
+  const double period = static_cast<double>(t.ticks.next_ns - t.ticks.last_ns);
+  for (auto& p : t.slots) {
+    if (p.pid == 0 || p.busy_ns <= 0.0 || period <= 0.0) {
+      p.busy_ns = 0.0;
+      continue;
+    }
+    const double pct = std::min(100.0, std::round(100.0 * p.busy_ns / period));
+    UtilSample& u = t.ring[t.ring_count % kUtilRing];
+    u.time_ns = t.ticks.next_ns;
+    u.pid = p.pid;
+    u.sm = static_cast<std::uint32_t>(pct);
+    u.mem = static_cast<std::uint32_t>(std::round(0.4 * pct));  // memory traffic: a fixed part of it
+    u.pad = 0;
+    ++t.ring_count;
+    p.busy_ns = 0.0;
+  }
 }
 
 /// The segment loop shared by advance_gpu and advance_gpu_until_work.
@@ -282,6 +346,8 @@ std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
     const std::int64_t p_next = power_series(g).next_ns;
     end = std::min(end, e_next);
     if (!g.shared_ticks) end = std::min(end, p_next);
+    const std::int64_t u_next = g.procs.ticks.next_ns;
+    if (g.procs.ticks.period_ns > 0) end = std::min(end, u_next);
     const std::int64_t w_start = e_next - sw, i_start = p_next - iw;
     if (sw > 0 && w_start > last) end = std::min(end, w_start);
     if (iw > 0 && i_start > last) end = std::min(end, i_start);
@@ -297,10 +363,15 @@ std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
     g.energy_j += e;
     g.work += g.work_rate * dt;
     g.acc_j += e;
+    account_processes(g, end - last, e);
     if (sw > 0 && last >= w_start) g.window_j += e, g.window_ns += end - last;
     if (iw > 0 && last >= i_start) g.instant_j += e, g.instant_ns += end - last;
     g.last_ns = end;
     if (end == e_next) energy_update(g);
+    if (g.procs.ticks.period_ns > 0 && end == u_next) {
+      sample_processes(g);
+      step_series(g.procs.ticks);
+    }
     if (!g.shared_ticks && end == p_next) {
       power_update(g);
       step_series(g.power_ticks);
@@ -358,6 +429,8 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   if (custom) g.shared_ticks = 0;  // the power fields keep the SKU's schedule
   make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks, init.energy_period_ms, init.jitter_ms);
   if (!g.shared_ticks) make_series(g.power_ticks, sku.power_period_ms, kSaltPowerTicks, 0.0, -1.0);
+  g.procs = ProcTable{};
+  make_series(g.procs.ticks, static_cast<double>(kUtilPeriodNs) / 1e6, kSaltUtilTicks, 0.0, -1.0);
 
   // Idle at the lowest clock, settled.
   g.utilization = 0.0;
@@ -393,6 +466,44 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   // A driver loaded long ago: the counter starts at a seeded value (1 MJ to 100 MJ in mJ).
   g.counter_start_mj = init.faithful ? std::floor(1e9 + 99e9 * uniform01(key(g.seed, kSaltCounterStart))) : 0.0;
   g.counter_offset_mj = 0.0;
+}
+
+double process_demand(const GpuState& g) {
+  double total = 0.0;
+  for (const auto& p : g.procs.slots)
+    if (p.pid != 0) total += p.share;
+  return total;
+}
+
+void set_utilization_period(GpuState& g, std::int64_t period_ns, std::int64_t now) {
+  TickSeries& t = g.procs.ticks;
+  const double share = t.period_ns > 0 ? t.jitter_ns / static_cast<double>(t.period_ns) : 0.0;
+  t.period_ns = period_ns;
+  t.origin_ns = now;
+  t.jitter_ns = share * static_cast<double>(period_ns);
+  init_series(t, now);
+  for (auto& p : g.procs.slots) p.busy_ns = 0.0;
+}
+
+double process_activity(const GpuState& g) {
+  const double total = process_demand(g);
+  const double scale = total > 1.0 ? 1.0 / total : 1.0;
+  double a = 0.0;
+  for (const auto& p : g.procs.slots)
+    if (p.pid != 0) a += p.share * scale * p.intensity;
+  return std::min(1.0, a);
+}
+
+bool reap_exited(GpuState& g) {
+  bool any = false;
+  for (auto& p : g.procs.slots) {
+    if (p.pid == 0 || p.real == 0) continue;
+    if (::kill(p.pid, 0) != 0 && errno == ESRCH) {
+      p = ProcSlot{};
+      any = true;
+    }
+  }
+  return any;
 }
 
 void advance_gpu(GpuState& g, std::int64_t now) {

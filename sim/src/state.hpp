@@ -29,7 +29,7 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 5;                    // 5: the Jetson rails (State::jetson)
+inline constexpr std::uint32_t kVersion = 6;                    // 6: GPU processes (GpuState::procs)
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
@@ -44,6 +44,16 @@ inline constexpr std::int64_t kStepNs = 1'000'000;
 inline constexpr std::int64_t kRaplPeriodNs = 976'562;
 /// nvmlDeviceSetPowerManagementLimit calls kept in the machine's ordered log (the latest ones).
 inline constexpr unsigned kLimitLogSize = 4096;
+/// Processes a simulated GPU can run at once.
+inline constexpr unsigned kMaxProcs = 16;
+/// Per-process utilization samples a GPU keeps (the driver's bounded buffer): with three busy
+/// processes at 6 samples/s, about 28 s; older samples are gone.
+inline constexpr unsigned kUtilRing = 512;
+/// Per-process utilization sample period: 1/6 s, the short end of the 1/6 s to 1 s that the
+/// NVML header states for its utilization sampling (vendor-abi.md, nvmlDeviceGetUtilizationRates).
+inline constexpr std::int64_t kUtilPeriodNs = 166'666'667;
+/// Energy-counter updates for which the process truth is kept (~12.8 s at 100 ms).
+inline constexpr unsigned kTruthRing = 128;
 
 struct FaultSlot {
   std::int32_t call = -1;  // SimCall value; -1 = free slot
@@ -61,6 +71,47 @@ struct TickSeries {
   std::int64_t next_index = 0;  // the next update
   std::int64_t next_ns = 0;
   std::int64_t last_ns = 0;  // the latest update at or before the processed time
+};
+
+/// One process with a context on a simulated GPU (the simulator's process table).
+struct ProcSlot {
+  std::int32_t pid = 0;            // 0: free slot
+  std::int32_t real = 0;           // a real process of this machine: dropped once it is gone
+  std::int32_t gpu_instance = -1;  // MIG GPU instance; -1: none (reported as 0xFFFFFFFF)
+  std::int32_t pad = 0;
+  std::uint64_t used_memory = 0;  // bytes
+  double share = 0.0;             // the activity it asks of the GPU, 0..1
+  double intensity = 1.0;         // its power per unit of activity, relative to the SKU's model (0..1]
+  double busy_ns = 0.0;           // ∫ its actual (time-sliced) share dt in the current sample period
+  double energy_j = 0.0;          // truth: its part of the energy above idle since it was added
+  double busy_s = 0.0;            // truth: ∫ its actual share dt since it was added
+};
+
+/// One per-process utilization sample (what nvmlProcessUtilizationSample_t reports).
+struct UtilSample {
+  std::int64_t time_ns = 0;  // sim time of the sample (the end of its period)
+  std::int32_t pid = 0;
+  std::uint32_t sm = 0, mem = 0, pad = 0;  // %
+};
+
+/// A GPU's processes, their sampled utilization and the truth of their energy.
+struct ProcTable {
+  std::int32_t mig = 0;  // MIG mode enabled: no per-process utilization
+  std::int32_t pad = 0;
+  ProcSlot slots[kMaxProcs];
+  TickSeries ticks;  // the utilization sampler's schedule
+  UtilSample ring[kUtilRing];
+  std::uint64_t ring_count = 0;
+  double idle_j = 0.0;          // truth: the SKU's idle power × time, since creation
+  double unattributed_j = 0.0;  // truth: energy above idle while no process was active (noise, lag tails)
+  // The truth as of each energy-counter update (for comparing with a reader of the counter).
+  std::int64_t truth_t[kTruthRing] = {};
+  double truth_idle[kTruthRing] = {};
+  double truth_unattributed[kTruthRing] = {};
+  std::int32_t truth_pid[kTruthRing][kMaxProcs] = {};
+  double truth_energy[kTruthRing][kMaxProcs] = {};
+  double truth_busy[kTruthRing][kMaxProcs] = {};
+  std::uint64_t truth_count = 0;
 };
 
 struct GpuState {
@@ -143,6 +194,8 @@ struct GpuState {
   std::int32_t counter_mode = 0;     // erg::sim::CounterMode
   double die_utilization = 0.0;      // a dual-die card's die: the load asked of this die
   std::int64_t backwards_steps = 0;  // kBackwards: steps taken so far
+  // --- processes (version 6) ------------------------------------------------------------------
+  ProcTable procs;
 };
 
 /// One nvmlDeviceSetPowerManagementLimit call the driver answered, in the machine's ordered log.
@@ -239,7 +292,10 @@ struct State {
   // (under the lock): entry k sits at limit_log[k % kLimitLogSize]; limit_log_count counts all.
   std::uint64_t limit_log_count = 0;
   LimitLogEntry limit_log[kLimitLogSize];
-  JetsonState jetson;  // last: version 5
+  JetsonState jetson;  // version 5
+  // Bytes per nvmlProcessInfo_t that nvmlDeviceGetComputeRunningProcesses_v3 writes: 0 = 24 (the
+  // current headers); 32 = drivers 535.43–535.86 (vendor-abi.md §1.3, the stride hazard).
+  std::int32_t process_info_stride = 0;  // version 6
 };
 
 /// CLOCK_MONOTONIC in ns.
@@ -315,6 +371,16 @@ struct GpuInit {
 };
 /// Initializes a GPU at sim time `now`: idle, default limit, sensor schedules, seeded counter.
 void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now);
+/// Σ share of the GPU's processes.
+double process_demand(const GpuState& g);
+/// The load the processes put on the GPU's power model: Σ actual (time-sliced) share × intensity.
+double process_activity(const GpuState& g);
+/// Gives the GPU's utilization sampler a new nominal period from `now` (its jitter keeps the same
+/// share of the period); the samples in progress restart. Under the lock, after advance_gpu(now).
+void set_utilization_period(GpuState& g, std::int64_t period_ns, std::int64_t now);
+/// Drops the real processes that have exited (kill(pid, 0) fails with ESRCH). True if any was
+/// dropped (the caller re-applies the load). Under the lock.
+bool reap_exited(GpuState& g);
 /// Brings GPU `g` up to `now` (no-op if now ≤ last_ns). Under the lock.
 void advance_gpu(GpuState& g, std::int64_t now);
 /// Like advance_gpu, but stops as soon as the work counter reaches `target` (before `now`);

@@ -429,5 +429,23 @@ TYPED_TEST(GpuConformance, TemperatureMatchesCapability) {
   }
 }
 
+TYPED_TEST(GpuConformance, ProcessQueriesMatchCapability) {
+  for (auto& gpu : this->backend_.gpus) {
+    auto procs = gpu->running_processes();
+    if (!gpu->capabilities().running_processes) {
+      expect_not_supported(procs, gpu->name());
+    } else {
+      ASSERT_TRUE(procs) << gpu->name() << ": " << procs.error().message;
+    }
+    auto util = gpu->process_utilization(std::chrono::microseconds(0));
+    if (!gpu->capabilities().process_utilization) {
+      expect_not_supported(util, gpu->name());
+    } else {
+      ASSERT_TRUE(util) << gpu->name() << ": " << util.error().message;
+      for (const auto& s : *util) EXPECT_LE(s.sm_percent, 100u) << gpu->name();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace erg

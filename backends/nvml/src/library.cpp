@@ -55,6 +55,10 @@ constexpr std::array kSymbolTable{
     SymbolEntry{"nvmlDeviceGetTemperature", kOptional, &bind<&Symbols::nvmlDeviceGetTemperature>},
     // Only drivers from the CUDA 12.8 era on export it (vendor-abi.md §1.2); GetTemperature is the fallback.
     SymbolEntry{"nvmlDeviceGetTemperatureV", kOptional, &bind<&Symbols::nvmlDeviceGetTemperatureV>},
+    SymbolEntry{"nvmlDeviceGetComputeRunningProcesses_v3", kOptional,
+                &bind<&Symbols::nvmlDeviceGetComputeRunningProcesses_v3>},
+    SymbolEntry{"nvmlDeviceGetProcessUtilization", kOptional, &bind<&Symbols::nvmlDeviceGetProcessUtilization>},
+    SymbolEntry{"nvmlDeviceGetMigMode", kOptional, &bind<&Symbols::nvmlDeviceGetMigMode>},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -196,6 +197,10 @@ void NvmlGpu::probe() {
   caps.default_power_limit = default_power_limit().has_value();
   caps.temperature = temperature().has_value();
   caps.reading_timestamps = stamped && any_stamped;
+  caps.running_processes = running_processes().has_value();
+  // Process utilization: NOT_FOUND (nothing newer than now) and INSUFFICIENT_SIZE both mean the
+  // call works; NOT_SUPPORTED (MIG enabled, before Maxwell) does not.
+  caps.process_utilization = process_utilization(std::chrono::microseconds(0)).has_value();
   // NVML's setters need root or CAP_SYS_ADMIN (vendor-abi.md §1.6).
   caps.setters_need_privilege = true;
 }
@@ -521,6 +526,88 @@ Result<int> NvmlGpu::temperature() {
   const nvmlReturn_t rc = nvml_.nvmlDeviceGetTemperature(device_, NVML_TEMPERATURE_GPU, &celsius);
   if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetTemperature"));
   return static_cast<int>(celsius);
+}
+
+std::optional<bool> NvmlGpu::mig_enabled() const {
+  if (nvml_.nvmlDeviceGetMigMode == nullptr) return std::nullopt;
+  unsigned current = 0, pending = 0;
+  if (nvml_.nvmlDeviceGetMigMode(device_, &current, &pending) != NVML_SUCCESS) return std::nullopt;
+  return current == NVML_DEVICE_MIG_ENABLE;
+}
+
+Result<std::vector<GpuProcess>> NvmlGpu::running_processes() {
+  if (nvml_.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr)
+    return fail(not_exported("nvmlDeviceGetComputeRunningProcesses_v3"));
+  // The count protocol (vendor-abi.md §1.5): ask with 0; INSUFFICIENT_SIZE gives the count. The
+  // list is dynamic, so allocate slack and retry if it grew in between.
+  // The stride hazard (vendor-abi.md §1.3): drivers 535.43-535.86 write 32-byte entries into what
+  // the header calls 24-byte ones. The buffer has room for 32-byte entries and is filled with
+  // 0xAA first; bytes written past n·24 tell a 32-byte stride (nvitop's probe).
+  constexpr std::size_t kWide = 32;
+  constexpr unsigned char kFill = 0xAA;
+  unsigned count = 0;
+  nvmlReturn_t rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count, nullptr);
+  std::vector<unsigned char> buf;
+  unsigned capacity = 0;
+  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+    capacity = count + 4;
+    buf.assign(static_cast<std::size_t>(capacity) * kWide, kFill);
+    count = capacity;
+    rc = nvml_.nvmlDeviceGetComputeRunningProcesses_v3(device_, &count,
+                                                       reinterpret_cast<nvmlProcessInfo_t*>(buf.data()));
+  }
+  if (rc != NVML_SUCCESS) return fail(error(rc, "nvmlDeviceGetComputeRunningProcesses_v3"));
+  std::vector<GpuProcess> out;
+  if (buf.empty() || count == 0) return out;
+  count = std::min(count, capacity);
+  std::size_t written = buf.size();
+  while (written > 0 && buf[written - 1] == kFill) --written;
+  const std::size_t stride = written > count * sizeof(nvmlProcessInfo_t) ? kWide : sizeof(nvmlProcessInfo_t);
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlProcessInfo_t p;
+    std::memcpy(&p, buf.data() + i * stride, sizeof p);
+    GpuProcess g;
+    g.pid = p.pid;
+    if (p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) g.used_memory_bytes = p.usedGpuMemory;
+    if (p.gpuInstanceId != NVML_INSTANCE_ID_NONE) g.gpu_instance = p.gpuInstanceId;
+    if (p.computeInstanceId != NVML_INSTANCE_ID_NONE) g.compute_instance = p.computeInstanceId;
+    out.push_back(g);
+  }
+  return out;
+}
+
+Result<std::vector<ProcessUtilizationSample>> NvmlGpu::process_utilization(std::chrono::microseconds since) {
+  if (nvml_.nvmlDeviceGetProcessUtilization == nullptr) return fail(not_exported("nvmlDeviceGetProcessUtilization"));
+  if (since.count() < 0) return fail(ErrorCode::kInvalidArgument, label() + ": process_utilization: since < 0");
+  const auto last_seen = static_cast<unsigned long long>(since.count());
+  auto mig_error = [&](nvmlReturn_t rc) -> Error {
+    if (rc == NVML_ERROR_NOT_SUPPORTED && mig_enabled().value_or(false))
+      return Error{ErrorCode::kNotSupported,
+                   label() +
+                       ": per-process utilization is not available: MIG is enabled on this GPU (NVML does not "
+                       "report it on MIG-enabled GPUs), so its energy cannot be attributed to processes"};
+    return error(rc, "nvmlDeviceGetProcessUtilization");
+  };
+  // First call with no buffer learns the count (INSUFFICIENT_SIZE); NOT_FOUND: nothing newer.
+  unsigned count = 0;
+  nvmlReturn_t rc = nvml_.nvmlDeviceGetProcessUtilization(device_, nullptr, &count, last_seen);
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+    samples.assign(count + 8, nvmlProcessUtilizationSample_t{});
+    count = static_cast<unsigned>(samples.size());
+    rc = nvml_.nvmlDeviceGetProcessUtilization(device_, samples.data(), &count, last_seen);
+  }
+  if (rc == NVML_ERROR_NOT_FOUND) return std::vector<ProcessUtilizationSample>{};
+  if (rc == NVML_SUCCESS && samples.empty()) return std::vector<ProcessUtilizationSample>{};  // count 0
+  if (rc != NVML_SUCCESS) return fail(mig_error(rc));
+  std::vector<ProcessUtilizationSample> out;
+  for (unsigned i = 0; i < count && i < samples.size(); ++i) {
+    const auto& s = samples[i];
+    out.push_back({s.pid, std::chrono::microseconds(static_cast<std::int64_t>(s.timeStamp)), s.smUtil, s.memUtil,
+                   s.encUtil, s.decUtil});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.timestamp < b.timestamp; });
+  return out;
 }
 
 }  // namespace erg::nvml

@@ -50,6 +50,13 @@ class NvmlGpu final : public Gpu {
 
   Result<int> temperature() override;
 
+  /// nvmlDeviceGetComputeRunningProcesses_v3 with the count protocol (the list may grow between
+  /// the two calls: retried a few times with slack).
+  Result<std::vector<GpuProcess>> running_processes() override;
+  /// nvmlDeviceGetProcessUtilization(since): NOT_FOUND (no newer sample) is an empty list; on a
+  /// MIG-enabled GPU kNotSupported saying so.
+  Result<std::vector<ProcessUtilizationSample>> process_utilization(std::chrono::microseconds since) override;
+
  private:
   NvmlGpu(std::shared_ptr<const Library> library, nvmlDevice_t device, unsigned index, unsigned physical_index);
 
@@ -64,6 +71,8 @@ class NvmlGpu final : public Gpu {
   [[nodiscard]] Error not_exported(std::string_view symbol) const;
   /// "GPU 1 (NVML index 3)" for messages.
   [[nodiscard]] std::string label() const;
+  /// nvmlDeviceGetMigMode's current mode; nullopt when the driver cannot tell.
+  [[nodiscard]] std::optional<bool> mig_enabled() const;
   Result<unsigned> to_mw(MilliWatts value, std::string_view what) const;
   Result<unsigned> to_mhz(Megahertz value, std::string_view what) const;
 

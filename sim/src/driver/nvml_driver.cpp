@@ -689,3 +689,106 @@ ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvml
     return NVML_SUCCESS;
   });
 }
+
+// --- processes ---------------------------------------------------------------------------------
+// vendor-abi.md §1.5: the running-process list answers a short buffer with INSUFFICIENT_SIZE and
+// the count needed; process utilization answers a NULL buffer the same way, NOT_FOUND when no
+// sample is newer than lastSeenTimeStamp, and NOT_SUPPORTED on a MIG-enabled GPU.
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                                     nvmlProcessInfo_t* infos) {
+  return device_call(
+      device, SimCall::kGetComputeRunningProcesses,
+      [&](State& s, GpuState& g) {
+        if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        if (detail::reap_exited(g)) {
+          // A process that exited has no context any more: its load goes with it (a control event:
+          // the published readings are void).
+          std::atomic_ref(s.control_epoch).fetch_add(1, std::memory_order_acq_rel);
+          const double before = detail::mean_power_w(g);
+          g.utilization = detail::process_activity(g);
+          g.load_origin_ns = detail::sim_now(s);
+          detail::controls_changed(g, before);
+        }
+        unsigned n = 0;
+        for (const auto& p : g.procs.slots)
+          if (p.pid != 0) ++n;
+        if (*infoCount < n) {
+          *infoCount = n;
+          return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        if (n > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        // 24 bytes per entry, or 32 as drivers 535.43-535.86 wrote them (v2 + usedGpuCcProtectedMemory).
+        const std::size_t stride = s.process_info_stride == 32 ? 32 : sizeof(nvmlProcessInfo_t);
+        auto* bytes = reinterpret_cast<unsigned char*>(infos);
+        unsigned k = 0;
+        for (const auto& p : g.procs.slots) {
+          if (p.pid == 0) continue;
+          nvmlProcessInfo_t out;
+          std::memset(&out, 0, sizeof out);
+          out.pid = static_cast<unsigned>(p.pid);
+          out.usedGpuMemory = p.used_memory;
+          const bool mig = g.procs.mig != 0 && p.gpu_instance >= 0;
+          out.gpuInstanceId = mig ? static_cast<unsigned>(p.gpu_instance) : NVML_INSTANCE_ID_NONE;
+          out.computeInstanceId = mig ? 0u : NVML_INSTANCE_ID_NONE;
+          std::memset(bytes + k * stride, 0, stride);
+          std::memcpy(bytes + k * stride, &out, sizeof out);
+          ++k;
+        }
+        *infoCount = n;
+        return NVML_SUCCESS;
+      },
+      Lock::kRead);
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                             nvmlProcessUtilizationSample_t* utilization,
+                                                             unsigned int* processSamplesCount,
+                                                             unsigned long long lastSeenTimeStamp) {
+  return device_call(
+      device, SimCall::kGetProcessUtilization,
+      [&](State& s, GpuState& g) {
+        if (g.procs.mig != 0) return NVML_ERROR_NOT_SUPPORTED;  // not supported on MIG-enabled GPUs
+        if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        const std::uint64_t total = g.procs.ring_count;
+        const std::uint64_t first = total > detail::kUtilRing ? total - detail::kUtilRing : 0;
+        auto stamp = [&](const detail::UtilSample& u) {
+          return static_cast<unsigned long long>((u.time_ns + s.wall_offset_ns) / 1000);
+        };
+        unsigned n = 0;
+        for (std::uint64_t k = first; k < total; ++k)
+          if (stamp(g.procs.ring[k % detail::kUtilRing]) > lastSeenTimeStamp) ++n;
+        if (n == 0) return NVML_ERROR_NOT_FOUND;
+        if (utilization == nullptr || *processSamplesCount < n) {
+          *processSamplesCount = n;
+          return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        unsigned k = 0;
+        for (std::uint64_t i = first; i < total; ++i) {
+          const detail::UtilSample& u = g.procs.ring[i % detail::kUtilRing];
+          if (stamp(u) <= lastSeenTimeStamp) continue;
+          nvmlProcessUtilizationSample_t& out = utilization[k++];
+          std::memset(&out, 0, sizeof out);
+          out.pid = static_cast<unsigned>(u.pid);
+          out.timeStamp = stamp(u);
+          out.smUtil = u.sm;
+          out.memUtil = u.mem;
+        }
+        *processSamplesCount = n;
+        return NVML_SUCCESS;
+      },
+      Lock::kRead);
+}
+
+ERG_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
+                                                  unsigned int* pendingMode) {
+  return device_call(
+      device, SimCall::kGetMigMode,
+      [&](State&, GpuState& g) {
+        if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        if (detail::sku_of(g).arch < NVML_DEVICE_ARCH_AMPERE) return NVML_ERROR_NOT_SUPPORTED;  // MIG: Ampere+
+        *currentMode = *pendingMode = g.procs.mig != 0 ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+        return NVML_SUCCESS;
+      },
+      Lock::kRead);
+}

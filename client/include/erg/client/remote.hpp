@@ -117,6 +117,10 @@ class HybridGpu final : public Gpu {
   }
   Result<void> reset_memory_locked_clocks() override { return remote_->reset_memory_locked_clocks(); }
   Result<int> temperature() override { return local_->temperature(); }
+  Result<std::vector<GpuProcess>> running_processes() override { return local_->running_processes(); }
+  Result<std::vector<ProcessUtilizationSample>> process_utilization(std::chrono::microseconds since) override {
+    return local_->process_utilization(since);
+  }
 
  private:
   std::shared_ptr<Gpu> local_;

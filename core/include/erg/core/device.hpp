@@ -52,6 +52,11 @@ struct GpuCapabilities {
   bool reading_timestamps = false;
   /// Setting limits/clocks/persistence needs privilege (root or CAP_SYS_ADMIN) on this backend.
   bool setters_need_privilege = true;
+  /// running_processes() answers (it may still fail later, e.g. GPU lost).
+  bool running_processes = false;
+  /// process_utilization() answered at discovery: false on MIG-enabled GPUs, before Maxwell, and
+  /// where the backend has no such call. MIG turned on later makes the call NotSupported then.
+  bool process_utilization = false;
   /// How often the energy counter changes; nullopt if unknown.
   std::optional<std::chrono::microseconds> energy_update_period;
   /// How often instant power changes; nullopt if unknown.
@@ -80,6 +85,30 @@ struct PowerReading {
   /// Wall-clock time (since the Unix epoch) at which the driver last updated the value;
   /// nullopt if unknown.
   std::optional<std::chrono::nanoseconds> updated_at;
+};
+
+/// A process with a context on a GPU (NVML: nvmlDeviceGetComputeRunningProcesses_v3).
+struct GpuProcess {
+  /// The process id as the driver knows it: the host's pid namespace (inside a container NVML
+  /// still reports host pids).
+  std::uint32_t pid = 0;
+  std::optional<std::uint64_t> used_memory_bytes;  ///< nullopt when the driver does not know (WDDM)
+  std::optional<unsigned> gpu_instance;            ///< MIG GPU instance; nullopt when not MIG
+  std::optional<unsigned> compute_instance;        ///< MIG compute instance; nullopt when not MIG
+};
+
+/// One per-process utilization sample (NVML: nvmlDeviceGetProcessUtilization): what share of
+/// the sample period the process kept the GPU busy, in whole percent, as the driver samples it
+/// (every 1/6 s to 1 s, at the driver's discretion).
+struct ProcessUtilizationSample {
+  std::uint32_t pid = 0;
+  /// Wall-clock time of the sample (since the Unix epoch, µs, the driver's CPU timestamp): the
+  /// end of the period it covers.
+  std::chrono::microseconds timestamp{0};
+  unsigned sm_percent = 0;
+  unsigned memory_percent = 0;
+  unsigned encoder_percent = 0;
+  unsigned decoder_percent = 0;
 };
 
 /// One GPU. erg index = position in the visible list (CUDA_VISIBLE_DEVICES order).
@@ -149,6 +178,22 @@ class Gpu {
 
   /// GPU core temperature in °C. NotSupported unless capabilities().temperature.
   virtual Result<int> temperature() = 0;
+
+  /// The processes with a context on the GPU now. NotSupported unless
+  /// capabilities().running_processes (the default: AMD SMI, ergd); kNoPermission where the
+  /// driver refuses.
+  virtual Result<std::vector<GpuProcess>> running_processes() {
+    return fail(ErrorCode::kNotSupported, "this GPU backend does not list running processes");
+  }
+  /// The per-process utilization samples the driver holds that are newer than `since` (a
+  /// sample timestamp; 0 = every sample it still holds), oldest first. Empty when there is no
+  /// newer sample. The driver keeps a bounded buffer: call at least every few seconds or
+  /// samples are lost. NotSupported on MIG-enabled GPUs (the message says so), before Maxwell,
+  /// and where the backend cannot read them (the default).
+  virtual Result<std::vector<ProcessUtilizationSample>> process_utilization(std::chrono::microseconds since) {
+    (void)since;
+    return fail(ErrorCode::kNotSupported, "this GPU backend does not report per-process utilization");
+  }
 };
 
 /// What a CPU package can do.

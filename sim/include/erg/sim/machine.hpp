@@ -93,6 +93,49 @@ struct SensorInfo {
   std::chrono::nanoseconds sampled_window{0};
   std::chrono::nanoseconds last_update{0};  ///< sim time of the latest energy-counter update
   std::chrono::nanoseconds next_update{0};  ///< sim time of the next one
+  /// Per-process utilization sample period (1/6 s nominal, drift and jitter as the others).
+  std::chrono::nanoseconds utilization_period{0};
+  std::chrono::nanoseconds utilization_jitter{0};  ///< σ of each sample's offset from its schedule
+};
+
+/// A process with a context on a simulated GPU. While a GPU has processes, its load is theirs:
+/// utilization = Σ actual share × intensity, steady (set_load/set_utilization override it until
+/// the process table next changes). When Σ share > 1 the GPU time-slices: each runs
+/// share / Σ share of the time (what its utilization samples report).
+struct SimProcess {
+  std::uint32_t pid = 0;                 ///< > 0
+  double share = 0.0;                    ///< the activity it asks of the GPU, 0..1
+  std::uint64_t used_memory_bytes = 0;   ///< what nvmlProcessInfo_t reports
+  bool real = false;                     ///< a live process of this machine: dropped once it exits
+  std::optional<unsigned> gpu_instance;  ///< its MIG GPU instance (reported only while MIG is on)
+  /// Its power per unit of activity relative to the SKU's model, (0, 1]: kernels differ (tensor
+  /// cores vs memory-bound work) at the same SM utilization. Its samples do not show it; its
+  /// truth does. 1 (the default) makes every process draw alike.
+  double intensity = 1.0;
+};
+
+/// The simulator's truth of how a GPU's energy divides among its processes (never visible to
+/// erg). Every 1 ms physics segment's energy e splits into idle = the SKU's idle power × time
+/// and the rest; the rest goes to the processes in proportion to share × intensity while any is
+/// active (each one's part of the time-sliced GPU's power), else to `unattributed` (noise, lag
+/// tails).
+/// So idle + Σ processes + unattributed = the true (physical) energy since creation.
+struct ProcessTruth {
+  struct Entry {
+    std::uint32_t pid = 0;
+    Joules energy;                          ///< its energy above idle since it was added
+    std::chrono::nanoseconds busy_time{0};  ///< ∫ its actual share dt since it was added
+  };
+  Joules idle;
+  Joules unattributed;
+  std::vector<Entry> processes;  ///< the processes on the GPU now
+};
+
+/// One per-process utilization sample as the simulated driver holds it.
+struct SimUtilSample {
+  std::uint32_t pid = 0;
+  std::chrono::nanoseconds time{0};  ///< sim time of the sample (the end of its period)
+  unsigned sm_percent = 0;
 };
 
 /// One nvmlDeviceSetPowerManagementLimit call the simulated driver answered.
@@ -185,6 +228,37 @@ class Machine {
   /// drops its heat. InvalidArgument for negative values or a max_rise_celsius over 100;
   /// NotSupported on the ideal model (it has no physics steps).
   Result<void> set_thermal_drift(unsigned gpu, const ThermalDrift& drift);
+
+  // --- processes (per-process attribution) -------------------------------------------------
+  /// Adds a process to the GPU's table, or updates the one with the same pid (share, memory,
+  /// instance; its truth carries on). InvalidArgument for pid 0 or a share outside 0..1;
+  /// Unavailable when 16 processes are on the GPU already.
+  Result<void> set_process(unsigned gpu, const SimProcess& process);
+  /// Changes a process's share from now. NotFound for an unknown pid.
+  Result<void> set_process_share(unsigned gpu, std::uint32_t pid, double share);
+  /// Removes a process (its truth goes with it). NotFound for an unknown pid.
+  Result<void> remove_process(unsigned gpu, std::uint32_t pid);
+  /// The processes on the GPU now (real ones that have exited are dropped first).
+  Result<std::vector<SimProcess>> processes(unsigned gpu);
+  /// The truth of the GPU's energy split among its processes, up to now.
+  Result<ProcessTruth> process_truth(unsigned gpu);
+  /// The same truth as of the energy-counter update nearest sim time `t` (within 1 ms), so a
+  /// test on the real clock can compare a counter window with it. Kept for the latest 128
+  /// updates (~12.8 s); NotFound otherwise.
+  Result<ProcessTruth> process_truth_at(unsigned gpu, std::chrono::nanoseconds t);
+  /// Every per-process utilization sample the driver still holds, oldest first.
+  Result<std::vector<SimUtilSample>> utilization_samples(unsigned gpu);
+  /// The per-process utilization sampler's nominal period from now (default 1/6 s; NVML's
+  /// header allows up to 1 s). InvalidArgument outside 10 ms .. 10 s.
+  Result<void> set_utilization_period(unsigned gpu, std::chrono::nanoseconds period);
+  /// MIG mode: while on, nvmlDeviceGetProcessUtilization answers NOT_SUPPORTED (as on hardware)
+  /// and running processes carry their GPU instance.
+  Result<void> set_mig_mode(unsigned gpu, bool enabled);
+  /// Bytes per entry that nvmlDeviceGetComputeRunningProcesses_v3 writes: 24 (the current
+  /// headers, the default) or 32 (drivers 535.43–535.86 declared `_v3` with the 32-byte
+  /// nvmlProcessDetail_v1_t layout without a version bump: the stride hazard of vendor-abi.md).
+  /// InvalidArgument otherwise.
+  Result<void> set_process_info_stride(unsigned bytes);
 
   // --- Jetson rails ---------------------------------------------------------------------------
   /// The simulated Jetson's rail labels in hwmon order (empty without a Jetson).

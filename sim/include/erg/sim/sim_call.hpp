@@ -31,6 +31,9 @@ enum class SimCall : int {
   kGetTemperature,
   kGetHandle,
   kGetPciInfo,
+  kGetComputeRunningProcesses,
+  kGetProcessUtilization,
+  kGetMigMode,
   kCount
 };
 

@@ -49,6 +49,9 @@ struct Symbols {
   nvmlDeviceResetMemoryLockedClocks_fn nvmlDeviceResetMemoryLockedClocks = nullptr;
   nvmlDeviceGetTemperature_fn nvmlDeviceGetTemperature = nullptr;
   nvmlDeviceGetTemperatureV_fn nvmlDeviceGetTemperatureV = nullptr;
+  nvmlDeviceGetComputeRunningProcesses_v3_fn nvmlDeviceGetComputeRunningProcesses_v3 = nullptr;
+  nvmlDeviceGetProcessUtilization_fn nvmlDeviceGetProcessUtilization = nullptr;
+  nvmlDeviceGetMigMode_fn nvmlDeviceGetMigMode = nullptr;
 };
 
 /// One row of the symbol table: the exported name, whether loading fails without it, and how

@@ -155,6 +155,30 @@ typedef struct nvmlTemperature_v1_st {
 } nvmlTemperature_t;
 #define nvmlTemperature_v1 0x0100000Cu
 
+/* A running process (nvmlProcessInfo_v2_t, what nvmlDeviceGetComputeRunningProcesses_v3 fills per
+ * the current headers; drivers 535.43-535.86 used a 32-byte stride, see vendor-abi.md §1.3). */
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory; /* bytes; NVML_VALUE_NOT_AVAILABLE under WDDM */
+  unsigned int gpuInstanceId;       /* 0xFFFFFFFF when not MIG */
+  unsigned int computeInstanceId;   /* 0xFFFFFFFF when not MIG */
+} nvmlProcessInfo_t;
+#define NVML_VALUE_NOT_AVAILABLE_ULL 0xFFFFFFFFFFFFFFFFull
+#define NVML_INSTANCE_ID_NONE 0xFFFFFFFFu
+
+/* One per-process utilization sample (nvmlDeviceGetProcessUtilization). */
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp; /* CPU timestamp, µs */
+  unsigned int smUtil;          /* % */
+  unsigned int memUtil;         /* % */
+  unsigned int encUtil;         /* % */
+  unsigned int decUtil;         /* % */
+} nvmlProcessUtilizationSample_t;
+
+#define NVML_DEVICE_MIG_DISABLE 0u
+#define NVML_DEVICE_MIG_ENABLE 1u
+
 /* Function pointer types of every symbol erg resolves (versioned names where the header maps them). */
 typedef nvmlReturn_t (*nvmlInit_v2_fn)(void);
 typedef nvmlReturn_t (*nvmlInitWithFlags_fn)(unsigned int flags);
@@ -193,6 +217,14 @@ typedef nvmlReturn_t (*nvmlDeviceResetMemoryLockedClocks_fn)(nvmlDevice_t device
 typedef nvmlReturn_t (*nvmlDeviceGetTemperature_fn)(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                                     unsigned int* temp);
 typedef nvmlReturn_t (*nvmlDeviceGetTemperatureV_fn)(nvmlDevice_t device, nvmlTemperature_t* temperature);
+typedef nvmlReturn_t (*nvmlDeviceGetComputeRunningProcesses_v3_fn)(nvmlDevice_t device, unsigned int* infoCount,
+                                                                   nvmlProcessInfo_t* infos);
+typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t device,
+                                                           nvmlProcessUtilizationSample_t* utilization,
+                                                           unsigned int* processSamplesCount,
+                                                           unsigned long long lastSeenTimeStamp);
+typedef nvmlReturn_t (*nvmlDeviceGetMigMode_fn)(nvmlDevice_t device, unsigned int* currentMode,
+                                                unsigned int* pendingMode);
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -219,6 +251,18 @@ static_assert(offsetof(nvmlPciInfo_t, busId) == 36);
 static_assert(sizeof(nvmlTemperature_t) == 12);
 static_assert(offsetof(nvmlTemperature_t, temperature) == 8);
 static_assert(sizeof(nvmlPowerScopeType_t) == 1);
+static_assert(sizeof(nvmlProcessInfo_t) == 24 && alignof(nvmlProcessInfo_t) == 8);
+static_assert(offsetof(nvmlProcessInfo_t, pid) == 0);
+static_assert(offsetof(nvmlProcessInfo_t, usedGpuMemory) == 8);
+static_assert(offsetof(nvmlProcessInfo_t, gpuInstanceId) == 16);
+static_assert(offsetof(nvmlProcessInfo_t, computeInstanceId) == 20);
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32 && alignof(nvmlProcessUtilizationSample_t) == 8);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, pid) == 0);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, timeStamp) == 8);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, memUtil) == 20);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, encUtil) == 24);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, decUtil) == 28);
 static_assert(nvmlTemperature_v1 == ((unsigned)sizeof(nvmlTemperature_t) | (1u << 24)));
 #endif
 
