@@ -147,8 +147,8 @@ Parsed<ProfilingResult> parse_result(std::string_view body) {
   auto j = object_body(body);
   if (!j) return tl::unexpected(j.error());
   ProfilingResult r;
-  ERG_PF_CHECK(only_fields(*j, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown",
-                                 "coarse_energy_windows"}));
+  ERG_PF_CHECK(only_fields(
+      *j, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown", "coarse_energy_windows"}));
   ERG_PF_CHECK(get_int(*j, "rank", r.rank));
   ERG_PF_CHECK(get_numbers(*j, "iter_time", r.iter_time));
   ERG_PF_CHECK(get_numbers(*j, "iter_energy", r.iter_energy));
