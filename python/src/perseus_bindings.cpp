@@ -37,6 +37,7 @@ py::dict result_dict(const pf::server::ProfilingResult& r) {
   d["iter_energy"] = r.iter_energy;
   d["time_breakdown"] = r.time_breakdown;
   d["energy_breakdown"] = r.energy_breakdown;
+  if (r.coarse_energy_windows > 0) d["coarse_energy_windows"] = r.coarse_energy_windows;
   return d;
 }
 

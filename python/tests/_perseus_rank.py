@@ -1,14 +1,18 @@
 """One rank of a simulated pipeline-parallel job, for test_perseus_e2e.py (run as a script).
 
     python3 _perseus_rank.py RANK WORLD SERVER_URL JOB_ID_FILE OUT_FILE STEPS [--hang-at STEP] [--no-guard]
+                             [--work UNITS]
 
 Rank r is pipeline stage r on GPU r of the simulated machine (ERG_SIM_STATE); its GPU setters go
 through ergd when ERG_DAEMON_SOCK is set. Each instruction runs simulated work on the GPU while
 the optimizer holds its clock; during it the rank reads the GPU's locked clocks from the
 simulated device and records them. After every step it rewrites OUT_FILE (JSON) with what it saw
 and the results it posted. With --hang-at S it stops inside the first instruction of step S,
-clocks locked, and waits to be killed; --no-guard turns the clock guardian off. A step whose schedule the server refuses (the job was
-evicted) ends the rank with exit status 3.
+clocks locked, and waits to be killed; --no-guard turns the clock guardian off; --work sets the
+forward's simulator work (default WORK; the backward's is twice it), so stages can be imbalanced. A
+step whose schedule the server refuses (the job was evicted) ends the rank with exit status 3; a
+result the server refuses (e.g. 422 from the online scheduler) with exit status 4, its message in
+OUT_FILE's "post_error".
 """
 
 import json
@@ -29,6 +33,7 @@ def main() -> int:
     extra = sys.argv[7:]
     hang_at = int(extra[extra.index("--hang-at") + 1]) if "--hang-at" in extra else None
     guard = False if "--no-guard" in extra else None
+    work = float(extra[extra.index("--work") + 1]) if "--work" in extra else WORK
     machine = erg.sim.current()
 
     def share(mine):
@@ -46,7 +51,7 @@ def main() -> int:
             time.sleep(0.02)
         raise TimeoutError("rank 0 published no job id within 30 s")
 
-    seen = {"rank": rank, "pid": os.getpid(), "locked": [], "results": [], "evicted": None}
+    seen = {"rank": rank, "pid": os.getpid(), "locked": [], "results": [], "evicted": None, "post_error": None}
 
     def save():
         tmp = out_file + ".tmp"
@@ -76,9 +81,16 @@ def main() -> int:
                 print("hanging", flush=True)
                 while True:
                     time.sleep(1)
-            machine.run_work(rank, WORK if name == "forward" else 2 * WORK)
+            machine.run_work(rank, work if name == "forward" else 2 * work)
             opt.on_instruction_end(name)
-        opt.on_step_end()
+        try:
+            opt.on_step_end()
+        except ValueError as e:  # the server refused the result (422/400)
+            seen["post_error"] = str(e)
+            seen["instructions"] = opt.instructions
+            save()
+            opt.close()
+            return 4
         seen["results"] = opt.results
         save()
         print(f"step {step}", flush=True)

@@ -80,7 +80,10 @@ class PipelineFrequencyOptimizer:
 
     Unlike Zeus's client, every step is a round of the server: ``on_step_begin`` (from the second
     step) fetches the round's schedule, waiting for every rank, and ``on_step_end`` posts the
-    step's time and energy with per-instruction breakdowns (docs/perseus.md).
+    step's time and energy with per-instruction breakdowns (docs/perseus.md). Instruction windows
+    shorter than about two updates of the GPU's energy counter are counted in the result's
+    ``coarse_energy_windows``; the online scheduler refuses such results while it profiles
+    (``on_step_end`` raises ``InvalidArgumentError``, a ``ValueError``).
 
     ``share_job_id`` (erg's addition): a callable ``f(job_id or None) -> job_id`` that hands rank
     0's id to every rank; by default torch.distributed's ``broadcast_object_list`` (as Zeus),
@@ -232,7 +235,8 @@ class PipelineFrequencyOptimizer:
 
     @property
     def results(self) -> List[Dict[str, Any]]:
-        """The ProfilingResults posted so far (Zeus's field names; s and J)."""
+        """The ProfilingResults posted so far (Zeus's field names; s and J; erg's
+        ``coarse_energy_windows`` only when positive)."""
         return self._native.results
 
     @property

@@ -238,7 +238,7 @@ Result<void> PipelineFrequencyOptimizer::on_instruction_end(std::string_view nam
   const auto& g = w->gpus.at(0);
   if (!g.energy) return fail(ErrorCode::kIo, "the energy of \"" + std::string(name) + "\" is unknown: " + why(g));
   m.instructions.push_back(
-      InstructionFigures{std::string(name), m.current.value_or(Megahertz(0.0)), w->time, *g.energy});
+      InstructionFigures{std::string(name), m.current.value_or(Megahertz(0.0)), w->time, *g.energy, g.short_window});
   return ok();
 }
 
@@ -266,6 +266,8 @@ Result<void> PipelineFrequencyOptimizer::on_step_end() {
     result.time_breakdown[kind] = {std::move(times)};
     result.energy_breakdown[kind] = {std::move(energies)};
   }
+  result.coarse_energy_windows = static_cast<int>(
+      std::count_if(m.instructions.begin(), m.instructions.end(), [](const auto& i) { return i.short_window; }));
   ++m.steps;
   m.have_schedule = false;  // the next step asks for the next round's
   m.next = 0;

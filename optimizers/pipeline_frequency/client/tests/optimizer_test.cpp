@@ -190,6 +190,13 @@ TEST(PipelineFrequencyOptimizer, LocksThePlannedClockPerInstructionMeasuresAndPo
         for (double e : r.energy_breakdown.at(kind)[0]) EXPECT_GT(e, 0.0), instr_energy += e;
       }
       EXPECT_LE(instr_time, r.iter_time[0] + 1e-9);
+      // Windows shorter than two of the counter's 100 ms updates are counted (80 ms forwards; the
+      // 160 ms backwards too unless a lower clock stretched them past 200 ms).
+      int coarse = 0;
+      for (const char* kind : {"forward", "backward"})
+        for (double t : r.time_breakdown.at(kind)[0]) coarse += t < 0.2 ? 1 : 0;
+      EXPECT_GE(coarse, 2);
+      EXPECT_EQ(r.coarse_energy_windows, coarse) << "rank " << pp << " step " << k;
       // Each instruction's window holds its work: at least the simulator's duration of it.
       const std::size_t n = plan[pp].size();
       for (std::size_t i = 0, f = 0, b = 0; i < n; ++i) {

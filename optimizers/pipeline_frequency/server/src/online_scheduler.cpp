@@ -74,6 +74,12 @@ class OnlineScheduler final : public FrequencyScheduler {
 
   std::optional<Rejection> check_result(const ProfilingResult& r) const override {
     if (plan_) return std::nullopt;  // planned: results are not needed (Zeus's client posts none)
+    if (r.coarse_energy_windows > 0)
+      return Rejection{"coarse_energy_windows",
+                       std::to_string(r.coarse_energy_windows) +
+                           " of the posted instruction energies came from windows shorter than about two updates "
+                           "of the GPU's energy counter: too coarse to profile from (run longer instructions, or "
+                           "profile offline with erg perseus profile)"};
     const int m = dag_.micro_batches();
     for (const auto* field : {"time_breakdown", "energy_breakdown"}) {
       const auto& b = std::string_view(field) == "time_breakdown" ? r.time_breakdown : r.energy_breakdown;
@@ -182,6 +188,11 @@ class OnlineScheduler final : public FrequencyScheduler {
                    {"frequencies", f}};
     }
     return j.dump();
+  }
+
+  std::optional<std::string> profile_csv() const override {
+    if (!plan_) return std::nullopt;
+    return to_profile_csv(profile_);
   }
 
  private:

@@ -147,12 +147,17 @@ Parsed<ProfilingResult> parse_result(std::string_view body) {
   auto j = object_body(body);
   if (!j) return tl::unexpected(j.error());
   ProfilingResult r;
-  ERG_PF_CHECK(only_fields(*j, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"}));
+  ERG_PF_CHECK(only_fields(
+      *j, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown", "coarse_energy_windows"}));
   ERG_PF_CHECK(get_int(*j, "rank", r.rank));
   ERG_PF_CHECK(get_numbers(*j, "iter_time", r.iter_time));
   ERG_PF_CHECK(get_numbers(*j, "iter_energy", r.iter_energy));
   ERG_PF_CHECK(get_breakdown(*j, "time_breakdown", r.time_breakdown));
   ERG_PF_CHECK(get_breakdown(*j, "energy_breakdown", r.energy_breakdown));
+  if (j->contains("coarse_energy_windows")) {
+    ERG_PF_CHECK(get_int(*j, "coarse_energy_windows", r.coarse_energy_windows));
+    if (r.coarse_energy_windows < 0) return tl::unexpected(Invalid{"coarse_energy_windows", "must not be negative"});
+  }
   return r;
 }
 
@@ -177,11 +182,13 @@ json schedule_json(const FrequencySchedule& s) {
   return {{"rank", s.rank}, {"frequencies", f}};
 }
 json result_json(const ProfilingResult& r) {
-  return {{"rank", r.rank},
-          {"iter_time", r.iter_time},
-          {"iter_energy", r.iter_energy},
-          {"time_breakdown", r.time_breakdown},
-          {"energy_breakdown", r.energy_breakdown}};
+  json j = {{"rank", r.rank},
+            {"iter_time", r.iter_time},
+            {"iter_energy", r.iter_energy},
+            {"time_breakdown", r.time_breakdown},
+            {"energy_breakdown", r.energy_breakdown}};
+  if (r.coarse_energy_windows > 0) j["coarse_energy_windows"] = r.coarse_energy_windows;
+  return j;
 }
 
 /// Dump files are a record for later study; failing to write one must not stop training, so a
@@ -447,6 +454,10 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
   if (!job->dump.empty()) {
     const json state = json::parse(job->scheduler->state_json(), nullptr, false);
     if (!state.is_discarded() && !state.is_null()) dump_file(job->dump, "scheduler.json", state);
+    if (auto csv = job->scheduler->profile_csv(); csv && !std::filesystem::exists(job->dump / "profile.csv")) {
+      std::ofstream out(job->dump / "profile.csv");  // a failure is left out of the reply, as dump_file's
+      out << *csv;
+    }
   }
   if (!observed) {
     Reply why = error_reply(500, "job " + job_id + " evicted: the scheduler failed after round " +

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -16,6 +17,7 @@
 
 #include "erg/optimizers/pipeline_frequency/pipeline_dag.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
+#include "erg/optimizers/pipeline_frequency/profile.hpp"
 #include "erg/optimizers/pipeline_frequency/profiler.hpp"
 #include "erg/optimizers/pipeline_frequency/server/online_scheduler.hpp"
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
@@ -256,6 +258,17 @@ TEST(PerseusOnline, ProfilesFromTheRanksResultsPlansAndServesThePlanWithinTheBou
   const json from_dump = json::parse(dumped);
   EXPECT_EQ(from_dump["phase"], "planned");
   EXPECT_EQ(from_dump["plan"], state["scheduler"]["plan"]);
+  // And the profile it built, as the planner's CSV: it parses and plans to the served plan.
+  std::ifstream csv_file(dump / job.id() / "profile.csv");
+  ASSERT_TRUE(csv_file) << "no profile.csv";
+  const std::string csv((std::istreambuf_iterator<char>(csv_file)), std::istreambuf_iterator<char>());
+  auto reread = parse_profile_csv(csv);
+  ASSERT_TRUE(reread) << reread.error().message;
+  EXPECT_EQ(reread->rows.size(), rows.size());
+  auto replanned = plan_pipeline(*reread, po);
+  ASSERT_TRUE(replanned) << replanned.error().message;
+  EXPECT_EQ(replanned->plans.back().frequencies, to_plan(state["scheduler"]["plan"]["frequencies"]));
+  EXPECT_EQ(replanned->plans.size(), state["scheduler"]["plan"]["plans"].get<std::size_t>());
   std::filesystem::remove_all(dump);
   ASSERT_EQ(logged.size(), 1u);
   EXPECT_NE(logged[0].find("planned after " + std::to_string(planned_at) + " profiling rounds"), std::string::npos)
@@ -292,8 +305,15 @@ TEST(PerseusOnline, RefusesResultsItCannotProfileFrom) {
   bad = good;
   bad["iter_time"].push_back(1.0);
   refused(bad, "time_breakdown", "iterations but iter_time has 3");
+  // A rank that says some energies came from windows too short for the GPU's counter.
+  bad = good;
+  bad["coarse_energy_windows"] = 3;
+  refused(bad, "coarse_energy_windows", "3 of the posted instruction energies came from windows shorter");
+  bad["coarse_energy_windows"] = -1;
+  refused(bad, "coarse_energy_windows", "must not be negative");
+  bad["coarse_energy_windows"] = 0;  // none: as if absent
   // Refused results were not taken: the good one is accepted, then a second one is out of turn.
-  EXPECT_EQ(service.post_result(job.id(), good.dump()).status, 200);
+  EXPECT_EQ(service.post_result(job.id(), bad.dump()).status, 200);
   EXPECT_EQ(service.post_result(job.id(), good.dump()).status, 409);
   EXPECT_EQ(service.post_result(job.id(), job.result(1, schedules[1]).dump()).status, 200);
   EXPECT_EQ(job.state()["scheduler"]["rounds_observed"], 1);

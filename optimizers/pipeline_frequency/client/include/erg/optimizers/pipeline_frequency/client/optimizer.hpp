@@ -95,6 +95,10 @@ struct InstructionFigures {
   Megahertz frequency;
   Seconds time{0.0};
   Joules energy;
+  /// The window was shorter than about two updates of the GPU's energy counter, so `energy` is
+  /// coarse (measure::GpuEnergy::short_window); counted in the posted result's
+  /// coarse_energy_windows.
+  bool short_window = false;
 };
 
 class PipelineFrequencyOptimizer {

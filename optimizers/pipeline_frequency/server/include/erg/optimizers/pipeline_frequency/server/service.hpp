@@ -82,6 +82,11 @@ struct ProfilingResult {
   std::vector<double> iter_energy;
   std::map<std::string, std::vector<std::vector<double>>> time_breakdown;
   std::map<std::string, std::vector<std::vector<double>>> energy_breakdown;
+  /// erg's, not Zeus's (Zeus's server ignores it): how many of the instruction energies in
+  /// `energy_breakdown` came from measurement windows shorter than about two updates of the GPU's
+  /// energy counter (measure::GpuEnergy::short_window), i.e. are too coarse to profile from. In the
+  /// JSON only when positive ("coarse_energy_windows"). The online scheduler refuses such results.
+  int coarse_energy_windows = 0;
 };
 
 /// Zeus's FrequencyScheduler: one schedule per rank each round, then that round's results.
@@ -107,6 +112,9 @@ class FrequencyScheduler {
   }
   /// The scheduler's state as JSON text, for GET /state and the dumps; "null" if it has none.
   virtual std::string state_json() const { return "null"; }
+  /// A profile CSV (profiler.hpp's to_profile_csv) the scheduler built, for the dumps'
+  /// `profile.csv`; nullopt when it has none (the point solutions; online before it plans).
+  virtual std::optional<std::string> profile_csv() const { return std::nullopt; }
 };
 
 enum class SchedulerKind {
