@@ -69,7 +69,7 @@ void CounterHistory::add_record(const CounterRead& read) {
   note_stamps(read);
   if (!records_.empty() && read.value == records_.back().value) {
     Record& last = records_.back();
-    last.last_seen = read.t_ns;
+    last.last_seen = std::max(last.last_seen, std::min(read.asked_ns.value_or(read.t_ns), read.t_ns));
     // Before the lock the update's time is bounded by reads alone, and this one still showing the
     // value says it came at most a period before (see estimate): it may move later.
     if (!schedule_.locked && !narrow(last)) {
@@ -83,7 +83,9 @@ void CounterHistory::add_record(const CounterRead& read) {
   }
   Record r;
   r.value = read.value;
-  r.hi = r.last_seen = read.t_ns;
+  // Changed by t_ns at the latest; shown from when the driver was asked (or t_ns) at the earliest.
+  r.hi = read.t_ns;
+  r.last_seen = std::min(read.asked_ns.value_or(read.t_ns), read.t_ns);
   // The first value was produced at most one period before it was first read (`open`: the
   // period is the nominal one until it is measured).
   r.open = records_.empty();

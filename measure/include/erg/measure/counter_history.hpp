@@ -36,7 +36,11 @@ namespace erg::measure {
 /// One read of a cumulative counter.
 struct CounterRead {
   std::int64_t t_ns = 0;  ///< When it was read (monitor clock); reads come in time order.
-  double value = 0.0;     ///< The (monotonic, accumulated) counter value.
+  /// A time before the driver was asked: the read sampled the counter between this and t_ns (a
+  /// reader preempted around the call knows no better). A value still unchanged is then known
+  /// unchanged only from here; a new one known from t_ns. nullopt: t_ns (an instant read).
+  std::optional<std::int64_t> asked_ns;
+  double value = 0.0;  ///< The (monotonic, accumulated) counter value.
   /// The driver's time for the value (monitor clock), if it gave one. Used only once stamps are
   /// shown to be update times.
   std::optional<std::int64_t> stamp_ns;
