@@ -155,6 +155,12 @@ TEST(SimWindows, CounterResetAndBackwardsMidWindowAreFlagged) {
 // --- the faithful model on the real clock -------------------------------------------------
 
 /// A training-like load that changes level, step and ripple at random times, on its own thread.
+#if defined(__SANITIZE_THREAD__)
+constexpr double kRealClockSlack = 0.02;
+#else
+constexpr double kRealClockSlack = 0.01;
+#endif
+
 class LoadThread {
  public:
   LoadThread(sim::Machine& m, unsigned gpus, std::uint64_t seed)
@@ -276,11 +282,12 @@ TEST(SimFidelity, SettledWindowsOnTheRealClockWithTheFollowerThread) {
       const double a = sensor_from(t0a), b = sensor_from(t0b);
       const double lo = std::min(a, b), hi = std::max(a, b);
       // The estimator on a real, loaded machine: 0.5 % as on the virtual clock, plus 0.5 % for
-      // wake-ups the scheduler delays.
+      // wake-ups the scheduler delays; under ThreadSanitizer (every access instrumented, reads
+      // several times slower) on a loaded machine, 1.5 % for them (1.2 % seen at load average 12).
       const double got = r->gpus[g].energy->value();
-      EXPECT_GE(got, lo - 0.01 * lo) << "gpu" << g << " window " << seconds << " s, begin read over "
-                                     << (t0b - t0a).count() << " ns";
-      EXPECT_LE(got, hi + 0.01 * hi) << "gpu" << g << " window " << seconds << " s";
+      EXPECT_GE(got, lo - kRealClockSlack * lo)
+          << "gpu" << g << " window " << seconds << " s, begin read over " << (t0b - t0a).count() << " ns";
+      EXPECT_LE(got, hi + kRealClockSlack * hi) << "gpu" << g << " window " << seconds << " s";
       EXPECT_FALSE(r->gpus[g].short_window);
       EXPECT_EQ(r->gpus[g].extrapolated.count(), 0.0);
     }
