@@ -1,0 +1,214 @@
+// Per-process series of the Prometheus collector (issue 23, acceptance 5): 1,000 short-lived
+// processes (entries in the simulated driver's process table, 16 at most per GPU, on four
+// simulated A100s) come and go while the collector is scraped every 50 ms on the real clock.
+// Asserted at every scrape: the process label sets never exceed the cap plus one "other" series
+// per GPU; a process removed from the table has no series; a process first seen while fewer than
+// the cap have series gets its own; every counter only grows; and per GPU
+//   Σ processes + other + exited + idle + unattributed = the measured energy.
+// At the end, with every process gone, the measured energy is within its stated bound (plus the
+// two counter-update edges) of the simulator's physical energy.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "erg/devices/devices.hpp"
+#include "erg/exporters/prometheus/collector.hpp"
+#include "erg/exporters/prometheus/metric_names.hpp"
+#include "erg/sim/machine.hpp"
+
+namespace erg {
+namespace {
+
+using namespace std::chrono_literals;
+namespace pm = ::prometheus;
+
+std::string label(const pm::ClientMetric& m, const std::string& name) {
+  for (const auto& l : m.label)
+    if (l.name == name) return l.value;
+  return {};
+}
+
+const pm::MetricFamily* find(const std::vector<pm::MetricFamily>& fs, const std::string& name) {
+  for (const auto& f : fs)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+double value(const pm::MetricFamily& f, const pm::ClientMetric& m) {
+  return f.type == pm::MetricType::Counter ? m.counter.value : m.gauge.value;
+}
+
+std::string key_of(const pm::ClientMetric& m) {
+  std::string k;
+  for (const auto& l : m.label) k += l.name + "=" + l.value + ",";
+  return k;
+}
+
+TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
+  devices::DeviceOptions o;
+  o.simulate = "4xA100,cpus=0,seed=23";
+  auto d = devices::open_devices(o);
+  ASSERT_TRUE(d) << d.error().message;
+  auto& machine = *d->machine;
+  const unsigned gpus = 4;
+  ASSERT_EQ(d->inventory.gpus.size(), gpus);
+  constexpr std::size_t kCap = 8;
+  prom::CollectorOptions co;
+  co.node = "";
+  co.process_metrics = true;
+  co.max_process_series = kCap;
+  auto collector = prom::Collector::create(d->inventory.gpus, {}, co);
+  ASSERT_TRUE(collector) << collector.error().message;
+
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<double> share(0.05, 0.35), life_s(0.1, 0.5);
+  struct Live {
+    std::uint32_t pid;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::vector<std::vector<Live>> live(gpus);
+  std::uint32_t started = 0;
+  constexpr std::uint32_t kProcesses = 1000;
+  constexpr std::uint32_t kFirstPid = 3'900'000;  // table entries only: no such live processes
+
+  auto first = (*collector)->Collect();  // the baseline: energies count from here
+  std::vector<double> true0;
+  for (unsigned g = 0; g < gpus; ++g) true0.push_back(machine.true_energy(g)->value());
+
+  std::map<std::string, double> last_counter;  // every counter series' last value
+  std::set<std::uint32_t> ever_shown, ever_live;
+  std::map<std::uint32_t, unsigned> gpu_of;
+  std::size_t scrapes = 0, max_sets = 0, scrapes_with_other = 0;
+  const auto t_start = std::chrono::steady_clock::now();
+  std::vector<pm::MetricFamily> fs;
+  while (true) {
+    const auto now = std::chrono::steady_clock::now();
+    ASSERT_LT(now - t_start, 60s) << "the churn did not finish";
+    bool any = false;
+    for (unsigned g = 0; g < gpus; ++g) {
+      std::erase_if(live[g], [&](const Live& l) {
+        if (l.until > now) return false;
+        EXPECT_TRUE(machine.remove_process(g, l.pid));
+        return true;
+      });
+      while (live[g].size() < 16 && started < kProcesses) {
+        sim::SimProcess p;
+        p.pid = kFirstPid + started++;
+        p.share = share(rng);
+        ASSERT_TRUE(machine.set_process(g, p));
+        live[g].push_back({p.pid, now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::duration<double>(life_s(rng)))});
+        gpu_of[p.pid] = g;
+      }
+      any = any || !live[g].empty();
+    }
+    std::set<std::uint32_t> live_now;
+    for (unsigned g = 0; g < gpus; ++g)
+      for (const auto& l : live[g]) live_now.insert(l.pid);
+
+    fs = (*collector)->Collect();
+    ++scrapes;
+    const auto* energy = find(fs, prom::names::kGpuProcessEnergy);
+    const auto* parts = find(fs, prom::names::kGpuAttributionEnergy);
+    const auto* exited = find(fs, prom::names::kGpuExitedProcessesEnergy);
+    const auto* shown_gauge = find(fs, prom::names::kProcessSeries);
+    ASSERT_TRUE(energy && parts && exited && shown_gauge);
+    // Cardinality: distinct process label sets ≤ the cap + one "other" per GPU.
+    std::set<std::string> sets;
+    std::size_t own = 0, others = 0;
+    std::vector<double> per_gpu(gpus, 0.0);
+    for (const auto& m : energy->metric) {
+      sets.insert(key_of(m));
+      const unsigned g = static_cast<unsigned>(std::stoul(label(m, "index")));
+      per_gpu[g] += m.counter.value;
+      if (label(m, "pid") == "other") {
+        ++others;
+        continue;
+      }
+      ++own;
+      const auto pid = static_cast<std::uint32_t>(std::stoul(label(m, "pid")));
+      EXPECT_TRUE(live_now.count(pid)) << "pid " << pid << " has a series after it left the table";
+      EXPECT_EQ(gpu_of[pid], g);
+      ever_shown.insert(pid);
+    }
+    ASSERT_EQ(sets.size(), energy->metric.size());
+    EXPECT_LE(own, kCap);
+    EXPECT_LE(others, gpus);
+    EXPECT_EQ(static_cast<std::size_t>(shown_gauge->metric.at(0).gauge.value), own);
+    max_sets = std::max(max_sets, sets.size());
+    scrapes_with_other += others > 0;
+    // A process seen for the first time gets its own series unless the cap is reached.
+    std::set<std::uint32_t> shown_pids;
+    for (const auto& m : energy->metric)
+      if (label(m, "pid") != "other") shown_pids.insert(static_cast<std::uint32_t>(std::stoul(label(m, "pid"))));
+    for (std::uint32_t pid : live_now)
+      if (ever_live.insert(pid).second && !shown_pids.count(pid))
+        EXPECT_EQ(own, kCap) << "pid " << pid << " went to \"other\" with " << own << " of " << kCap << " series used";
+    // Counters never go back.
+    for (const auto& f : fs) {
+      if (f.type != pm::MetricType::Counter) continue;
+      for (const auto& m : f.metric) {
+        const std::string k = f.name + "{" + key_of(m) + "}";
+        auto it = last_counter.find(k);
+        if (it != last_counter.end()) EXPECT_GE(m.counter.value, it->second) << k;
+        last_counter[k] = m.counter.value;
+      }
+    }
+    // The parts add up to the measured energy on every GPU.
+    for (unsigned g = 0; g < gpus; ++g) {
+      double measured = 0, rest = 0;
+      for (const auto& m : parts->metric) {
+        if (label(m, "index") != std::to_string(g)) continue;
+        if (label(m, "part") == "measured")
+          measured = m.counter.value;
+        else
+          rest += m.counter.value;
+      }
+      for (const auto& m : exited->metric)
+        if (label(m, "index") == std::to_string(g)) rest += m.counter.value;
+      EXPECT_NEAR(per_gpu[g] + rest, measured, 1e-9 * measured + 1e-9) << "GPU " << g << " scrape " << scrapes;
+    }
+    if (!any && started == kProcesses) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  // One more scrape after the last removal (the loop's last scrape saw an empty table already).
+  std::this_thread::sleep_for(150ms);
+  fs = (*collector)->Collect();
+  const auto* energy = find(fs, prom::names::kGpuProcessEnergy);
+  ASSERT_TRUE(energy);
+  for (const auto& m : energy->metric) EXPECT_EQ(label(m, "pid"), "other") << "a series outlived its process";
+
+  EXPECT_EQ(ever_live.size(), kProcesses);
+  EXPECT_GT(ever_shown.size(), 3 * kCap) << "series were not recycled as processes came and went";
+  EXPECT_GT(scrapes_with_other, 0u) << "the cap was never reached";
+  EXPECT_LE(max_sets, kCap + gpus);
+  EXPECT_LT(std::chrono::steady_clock::now() - t_start, 30s);
+
+  // The measured energy against the simulator's physical energy over the same time: within the
+  // stated bound plus what the two ends (up to one counter update period, ~100 ms, each at up to
+  // the A100's 400 W) can add.
+  const auto* parts = find(fs, prom::names::kGpuAttributionEnergy);
+  const auto* bounds = find(fs, prom::names::kGpuAttributionBound);
+  ASSERT_TRUE(parts && bounds);
+  for (unsigned g = 0; g < gpus; ++g) {
+    double measured = 0, bound = 0;
+    for (const auto& m : parts->metric)
+      if (label(m, "index") == std::to_string(g) && label(m, "part") == "measured") measured = m.counter.value;
+    for (const auto& m : bounds->metric)
+      if (label(m, "index") == std::to_string(g) && label(m, "part") == "measured") bound = m.gauge.value;
+    const double truth = machine.true_energy(g)->value() - true0[g];
+    EXPECT_GT(measured, 0.0);
+    EXPECT_LE(std::abs(measured - truth), bound + 2 * 0.11 * 400.0)
+        << "GPU " << g << " measured " << measured << " ± " << bound << ", truth " << truth;
+  }
+  std::printf("process metrics: %zu scrapes, at most %zu process label sets (cap %zu + %u other), %zu processes had "
+              "their own series (simulated)\n",
+              scrapes, max_sets, kCap, gpus, ever_shown.size());
+}
+
+}  // namespace
+}  // namespace erg
