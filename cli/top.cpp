@@ -81,7 +81,9 @@ std::string shorten(const std::optional<std::string>& s, std::size_t n) {
 
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
-nlohmann::json opt_json(const std::optional<std::string>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); }
+nlohmann::json opt_json(const std::optional<std::string>& s) {
+  return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+}
 
 struct GpuView {
   unsigned index = 0;
@@ -130,13 +132,13 @@ nlohmann::json frame_json(const std::vector<GpuView>& gpus, double time_s, doubl
       q["pod"] = p.cgroup ? opt_json(p.cgroup->pod_uid) : nlohmann::json(nullptr);
       q["memory_bytes"] = p.used_memory_bytes ? nlohmann::json(*p.used_memory_bytes) : nlohmann::json(nullptr);
       q["gpu_instance"] = p.gpu_instance ? nlohmann::json(*p.gpu_instance) : nlohmann::json(nullptr);
-      if (s.attributable) {
+      if (s.attributable && s.end.count() != 0) {
         q["share"] = p.share;
         q["power_w"] = p.power.value();
         q["power_w_bound"] = p.power_bound.value();
         q["energy_j"] = p.energy.value();
         q["energy_j_bound"] = p.energy_bound.value();
-      } else {  // never 0 W for a GPU that cannot be split
+      } else {  // never 0 W for a GPU that cannot be split (or before its first interval)
         for (const char* k : {"share", "power_w", "power_w_bound", "energy_j", "energy_j_bound"}) q[k] = nullptr;
       }
       o["processes"].push_back(std::move(q));
@@ -171,7 +173,10 @@ std::string frame_text(const std::vector<GpuView>& gpus, double time_s, double i
     for (const auto& p : s.processes) {
       const std::string container = p.cgroup ? shorten(p.cgroup->container_id, 12) : "-";
       const std::string pod = p.cgroup ? shorten(p.cgroup->pod_uid, 12) : "-";
-      if (s.attributable)
+      if (s.attributable && s.end.count() == 0)
+        std::snprintf(buf, sizeof buf, "  %8u %-16s %-12s %-12s %7s %18s %22s\n", p.pid, or_dash(p.comm).c_str(),
+                      container.c_str(), pod.c_str(), "-", "measuring", "-");
+      else if (s.attributable)
         std::snprintf(buf, sizeof buf, "  %8u %-16s %-12s %-12s %6.1f%% %18s %22s\n", p.pid, or_dash(p.comm).c_str(),
                       container.c_str(), pod.c_str(), p.share * 100.0,
                       with_bound(p.power.value(), p.power_bound.value(), "W").c_str(),
@@ -286,7 +291,12 @@ void add_top_command(CLI::App& app, Context& ctx) {
         const int n = ::poll(fds, keys ? 2 : 1, ms);
         if (n < 0 && errno != EINTR) return true;
         if (n <= 0) continue;
-        if (fds[0].revents & POLLIN) return false;
+        if (fds[0].revents & POLLIN) {
+          // Take the signal, or it would still be pending when StopSignals unblocks it at the end.
+          signalfd_siginfo info{};
+          (void)!::read(sfd.fd, &info, sizeof info);
+          return false;
+        }
         if (keys && (fds[1].revents & (POLLIN | POLLHUP))) {
           char c = 0;
           const ssize_t got = ::read(STDIN_FILENO, &c, 1);
@@ -296,7 +306,8 @@ void add_top_command(CLI::App& app, Context& ctx) {
       }
     };
 
-    const auto step = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(opts->interval));
+    const auto step =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(opts->interval));
     const auto t0 = clock.now();
     step_all();  // the baseline: intervals start here
     auto next = t0 + step;
@@ -304,6 +315,13 @@ void add_top_command(CLI::App& app, Context& ctx) {
     while (wait_until(next)) {
       next += step;
       step_all();
+      // The tracker attributes each interval one step late (once the driver has sampled past its
+      // end): --once takes one more step 0.3 s later (two sample periods at NVIDIA's nominal 1/6 s)
+      // so that its one frame has figures.
+      if (opts->once) {
+        if (!wait_until(clock.now() + std::chrono::milliseconds(300))) break;
+        step_all();
+      }
       const double t = std::chrono::duration<double>(clock.now() - t0).count();
       if (opts->json) {
         std::cout << frame_json(gpus, t, opts->interval, inventory->simulated).dump() << "\n" << std::flush;

@@ -108,23 +108,34 @@ Result<ProcessStep> ProcessTracker::step() {
   std::vector<ExitedProcess> leaving;
   for (auto& [pid, p] : old) leaving.push_back({std::move(p), true});
 
-  const bool interval = previous_ && now.wall > previous_->wall;
-  const bool went_back = interval && now.joules < previous_->joules;
-  if (went_back) ++out.counter_anomalies;
-  if (!previous_ || went_back) previous_ = now;
-
-  if (interval && !went_back) {
+  // The interval to attribute: from the last attributed end to the previous step's reading
+  // (attribute_late: the driver has sampled past it by now), else to this one.
+  std::optional<Reading> end_r;
+  if (!previous_)
+    previous_ = now;  // the first step: the baseline
+  else
+    end_r = options_.attribute_late ? pending_ : std::optional<Reading>(now);
+  if (end_r && end_r->wall <= previous_->wall) end_r.reset();  // the counter has not moved on
+  if (end_r && end_r->joules < previous_->joules) {            // it went back: start again from there
+    ++out.counter_anomalies;
+    previous_ = *end_r;
+    end_r.reset();
+  }
+  bool attributed = false;
+  if (end_r) {
     EnergySegment seg;
     seg.start = previous_->wall;
-    seg.end = now.wall;
-    seg.energy = Joules(now.joules - previous_->joules);
+    seg.end = end_r->wall;
+    seg.energy = Joules(end_r->joules - previous_->joules);
     seg.error_bound = Joules(options_.energy_error * std::abs(seg.energy.value()) + 0.002);  // + 1 mJ per end
     auto options = options_.attribution;
-    options.edge_uncertainty = (now.stamped && previous_->stamped) ? std::chrono::nanoseconds(0)
-                                                                    : options_.counter_period;
-    Result<ProcessAttribution> a = not_attributable_reason ? Result<ProcessAttribution>(not_attributable(seg, *not_attributable_reason))
-                                                           : attribute_processes(seg, samples_, options);
+    options.edge_uncertainty =
+        (end_r->stamped && previous_->stamped) ? std::chrono::nanoseconds(0) : options_.counter_period;
+    Result<ProcessAttribution> a = not_attributable_reason
+                                       ? Result<ProcessAttribution>(not_attributable(seg, *not_attributable_reason))
+                                       : attribute_processes(seg, samples_, options);
     if (a) {
+      attributed = true;
       const double t = seconds(seg.end - seg.start);
       out.updated = true;
       out.start = seg.start;
@@ -176,13 +187,20 @@ Result<ProcessStep> ProcessTracker::step() {
         target->energy += pe.energy;
         target->energy_bound += pe.bound;
       }
-      previous_ = now;
+      previous_ = *end_r;
       std::erase_if(samples_, [&](const auto& s) {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(s.timestamp) <= seg.end;
       });
     }
-  } else if (!interval) {
-    // The counter has not moved on: keep the last interval's figures for the processes still here.
+  }
+  if (options_.attribute_late) {
+    if (now.wall > previous_->wall)
+      pending_ = now;
+    else
+      pending_.reset();
+  }
+  if (!attributed) {
+    // Nothing new: keep the last interval's figures for the processes still here.
     out.start = last_.start;
     out.end = last_.end;
     out.measured_power = last_.measured_power;

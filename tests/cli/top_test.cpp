@@ -1,5 +1,5 @@
 // `erg top` (issue 23, acceptance 3): the live per-process view against a simulated machine whose
-// GPU is shared by `erg simulate load --process --share` children. --once --json: each process
+// GPU is shared by `erg simulate load --share` children. --once --json: each process
 // with its pid, positive watts and joules and their bounds, each within its bound of the
 // simulator's truth; a MIG GPU shown as not attributable (never 0 W); frames without cursor
 // control when stdout is not a terminal. In tmux: the screen shows each process with watts and
@@ -73,8 +73,8 @@ bool wait_listed(sim::Machine& m, unsigned gpu, std::uint32_t pid) {
 struct TwoLoads {
   std::unique_ptr<BackgroundShell> a, b;
   TwoLoads() {
-    a = std::make_unique<BackgroundShell>("exec " + erg() + " simulate load --gpus 0 --process --share 0.3 --seconds 60");
-    b = std::make_unique<BackgroundShell>("exec " + erg() + " simulate load --gpus 0 --process --share 0.5 --seconds 60");
+    a = std::make_unique<BackgroundShell>("exec " + erg() + " simulate load --gpus 0 --share 0.3 --seconds 60");
+    b = std::make_unique<BackgroundShell>("exec " + erg() + " simulate load --gpus 0 --share 0.5 --seconds 60");
   }
   [[nodiscard]] std::uint32_t pid_a() const { return static_cast<std::uint32_t>(a->pid()); }
   [[nodiscard]] std::uint32_t pid_b() const { return static_cast<std::uint32_t>(b->pid()); }
@@ -126,8 +126,10 @@ TEST(ErgTop, OnceJsonShowsEachProcessWithinItsBoundOfTheTruth) {
 
   // The simulator's truth over the same interval (its ends are counter updates).
   const auto offset = sim.machine->wall_now() - sim.machine->now();  // wall = sim + offset
-  auto t0 = sim.machine->process_truth_at(0, std::chrono::nanoseconds(g["interval_start_unix_ns"].get<std::int64_t>()) - offset);
-  auto t1 = sim.machine->process_truth_at(0, std::chrono::nanoseconds(g["interval_end_unix_ns"].get<std::int64_t>()) - offset);
+  auto t0 = sim.machine->process_truth_at(
+      0, std::chrono::nanoseconds(g["interval_start_unix_ns"].get<std::int64_t>()) - offset);
+  auto t1 = sim.machine->process_truth_at(
+      0, std::chrono::nanoseconds(g["interval_end_unix_ns"].get<std::int64_t>()) - offset);
   ASSERT_TRUE(t0 && t1) << (t0 ? t1.error().message : t0.error().message);
   std::map<std::uint32_t, double> truth;
   for (const auto& p : t1->processes) truth[p.pid] += p.energy.value();
@@ -268,7 +270,8 @@ void run_in_tmux(const std::string& keys) {
   const std::string script = sim.exports() + "trap : INT; stty -g > " + d + "/before; echo MARK-BEFORE; " + erg() +
                              " top --interval 0.5; echo $? > " + d + "/status.tmp; mv " + d + "/status.tmp " + d +
                              "/status; stty -g > " + d + "/after; echo MARK-AFTER; sleep 120";
-  auto started = run_shell(tmux.cmd("new-session -d -s top -x 160 -y 40 " + shell_quote("sh -c " + shell_quote(script))));
+  auto started =
+      run_shell(tmux.cmd("new-session -d -s top -x 160 -y 40 " + shell_quote("sh -c " + shell_quote(script))));
   ASSERT_EQ(started.exit_code, 0) << started.err;
 
   const auto deadline = std::chrono::steady_clock::now() + 20s;

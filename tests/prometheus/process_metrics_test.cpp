@@ -1,6 +1,6 @@
 // Per-process series of the Prometheus collector (issue 23, acceptance 5): 1,000 short-lived
 // processes (entries in the simulated driver's process table, 16 at most per GPU, on four
-// simulated A100s) come and go while the collector is scraped every 50 ms on the real clock.
+// simulated V100s) come and go while the collector is scraped every 50 ms on the real clock.
 // Asserted at every scrape: the process label sets never exceed the cap plus one "other" series
 // per GPU; a process removed from the table has no series; a process first seen while fewer than
 // the cap have series gets its own; every counter only grows; and per GPU
@@ -38,10 +38,6 @@ const pm::MetricFamily* find(const std::vector<pm::MetricFamily>& fs, const std:
   return nullptr;
 }
 
-double value(const pm::MetricFamily& f, const pm::ClientMetric& m) {
-  return f.type == pm::MetricType::Counter ? m.counter.value : m.gauge.value;
-}
-
 std::string key_of(const pm::ClientMetric& m) {
   std::string k;
   for (const auto& l : m.label) k += l.name + "=" + l.value + ",";
@@ -50,7 +46,7 @@ std::string key_of(const pm::ClientMetric& m) {
 
 TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
   devices::DeviceOptions o;
-  o.simulate = "4xA100,cpus=0,seed=23";
+  o.simulate = "4xV100,cpus=0,seed=23";
   auto d = devices::open_devices(o);
   ASSERT_TRUE(d) << d.error().message;
   auto& machine = *d->machine;
@@ -145,16 +141,20 @@ TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
     std::set<std::uint32_t> shown_pids;
     for (const auto& m : energy->metric)
       if (label(m, "pid") != "other") shown_pids.insert(static_cast<std::uint32_t>(std::stoul(label(m, "pid"))));
-    for (std::uint32_t pid : live_now)
-      if (ever_live.insert(pid).second && !shown_pids.count(pid))
+    for (std::uint32_t pid : live_now) {
+      if (ever_live.insert(pid).second && !shown_pids.count(pid)) {
         EXPECT_EQ(own, kCap) << "pid " << pid << " went to \"other\" with " << own << " of " << kCap << " series used";
+      }
+    }
     // Counters never go back.
     for (const auto& f : fs) {
       if (f.type != pm::MetricType::Counter) continue;
       for (const auto& m : f.metric) {
         const std::string k = f.name + "{" + key_of(m) + "}";
         auto it = last_counter.find(k);
-        if (it != last_counter.end()) EXPECT_GE(m.counter.value, it->second) << k;
+        if (it != last_counter.end()) {
+          EXPECT_GE(m.counter.value, it->second) << k;
+        }
         last_counter[k] = m.counter.value;
       }
     }
@@ -190,7 +190,7 @@ TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
 
   // The measured energy against the simulator's physical energy over the same time: within the
   // stated bound plus what the two ends (up to one counter update period, ~100 ms, each at up to
-  // the A100's 400 W) can add.
+  // the V100's 250 W limit) can add.
   const auto* parts = find(fs, prom::names::kGpuAttributionEnergy);
   const auto* bounds = find(fs, prom::names::kGpuAttributionBound);
   ASSERT_TRUE(parts && bounds);
@@ -202,12 +202,13 @@ TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
       if (label(m, "index") == std::to_string(g) && label(m, "part") == "measured") bound = m.gauge.value;
     const double truth = machine.true_energy(g)->value() - true0[g];
     EXPECT_GT(measured, 0.0);
-    EXPECT_LE(std::abs(measured - truth), bound + 2 * 0.11 * 400.0)
+    EXPECT_LE(std::abs(measured - truth), bound + 2 * 0.11 * 250.0)
         << "GPU " << g << " measured " << measured << " ± " << bound << ", truth " << truth;
   }
-  std::printf("process metrics: %zu scrapes, at most %zu process label sets (cap %zu + %u other), %zu processes had "
-              "their own series (simulated)\n",
-              scrapes, max_sets, kCap, gpus, ever_shown.size());
+  std::printf(
+      "process metrics: %zu scrapes, at most %zu process label sets (cap %zu + %u other), %zu processes had "
+      "their own series (simulated)\n",
+      scrapes, max_sets, kCap, gpus, ever_shown.size());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <prometheus/text_serializer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -111,6 +112,9 @@ struct GpuProcState {
   double other_j = 0.0, other_bound_j = 0.0;
   double exited_j = 0.0, exited_bound_j = 0.0;
   bool had_other = false;  // the "other" series, once there, stays (a counter)
+  // The parts as shown: an interval's unattributed remainder can be a rounding error below 0,
+  // and a counter never goes back.
+  double measured_j = 0.0, idle_j = 0.0, unattributed_j = 0.0;
 };
 
 /// The window every scrape peeks at: each GPU's energy since the first scrape.
@@ -415,22 +419,23 @@ std::vector<pm::MetricFamily> Collector::Impl::collect() {
 void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
   auto penergy = family(names::kGpuProcessEnergy, "GPU energy attributed to the process since first seen (J)",
                         pm::MetricType::Counter);
-  auto pebound = family(names::kGpuProcessEnergyBound, "Bound of the process's attributed energy (J)",
-                        pm::MetricType::Gauge);
-  auto ppower = family(names::kGpuProcessPower, "GPU power attributed to the process between the last two scrapes (W)",
-                       pm::MetricType::Gauge);
+  auto pebound =
+      family(names::kGpuProcessEnergyBound, "Bound of the process's attributed energy (J)", pm::MetricType::Gauge);
+  auto ppower =
+      family(names::kGpuProcessPower, "GPU power attributed to the process over the latest attributed interval (W)",
+             pm::MetricType::Gauge);
   auto ppbound =
       family(names::kGpuProcessPowerBound, "Bound of the process's attributed power (W)", pm::MetricType::Gauge);
-  auto exited = family(names::kGpuExitedProcessesEnergy, "GPU energy of processes that have exited (J)",
-                       pm::MetricType::Counter);
-  auto parts = family(names::kGpuAttributionEnergy,
-                      "GPU energy since the first scrape by part: measured, idle, unattributed (J)",
-                      pm::MetricType::Counter);
+  auto exited =
+      family(names::kGpuExitedProcessesEnergy, "GPU energy of processes that have exited (J)", pm::MetricType::Counter);
+  auto parts =
+      family(names::kGpuAttributionEnergy,
+             "GPU energy since the first scrape by part: measured, idle, unattributed (J)", pm::MetricType::Counter);
   auto bounds = family(names::kGpuAttributionBound,
                        "Bounds of the attribution's parts: measured, idle, unattributed, exited, other (J)",
                        pm::MetricType::Gauge);
-  auto attributable = family(names::kGpuAttributable,
-                             "1 if the GPU's energy can be split among its processes (0: MIG)", pm::MetricType::Gauge);
+  auto attributable = family(names::kGpuAttributable, "1 if the GPU's energy can be split among its processes (0: MIG)",
+                             pm::MetricType::Gauge);
   // Every GPU's step first, and every exit, so that slots freed on one GPU are free for new
   // processes on any.
   std::vector<std::optional<measure::ProcessStep>> steps(procs.size());
@@ -505,9 +510,12 @@ void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
     }
     add(exited, gl, ps.exited_j);
     add(attributable, gl, s.attributable ? 1.0 : 0.0);
-    add(parts, with(gl, "part", "measured"), s.measured.value());
-    add(parts, with(gl, "part", "idle"), s.idle.value());
-    add(parts, with(gl, "part", "unattributed"), s.unattributed.value());
+    ps.measured_j = std::max(ps.measured_j, s.measured.value());
+    ps.idle_j = std::max(ps.idle_j, s.idle.value());
+    ps.unattributed_j = std::max(ps.unattributed_j, s.unattributed.value());
+    add(parts, with(gl, "part", "measured"), ps.measured_j);
+    add(parts, with(gl, "part", "idle"), ps.idle_j);
+    add(parts, with(gl, "part", "unattributed"), ps.unattributed_j);
     add(bounds, with(gl, "part", "measured"), s.measured_bound.value());
     add(bounds, with(gl, "part", "idle"), s.idle_bound.value());
     add(bounds, with(gl, "part", "unattributed"), s.unattributed_bound.value());

@@ -63,12 +63,14 @@ inline constexpr const char* kInfo = "erg_info";
 inline constexpr const char* kGpuProcessEnergy = "erg_gpu_process_energy_joules_total";
 /// Gauge, J: |kGpuProcessEnergy − the truth| ≤ this, under the model (docs/attribution.md).
 inline constexpr const char* kGpuProcessEnergyBound = "erg_gpu_process_energy_bound_joules";
-/// Gauge, W: power attributed to the process over the interval between the last two scrapes.
+/// Gauge, W: power attributed to the process over the latest attributed interval: the one between
+/// the two scrapes before this one (measure::ProcessTracker attributes an interval one scrape late,
+/// once the driver has sampled past its end).
 inline constexpr const char* kGpuProcessPower = "erg_gpu_process_power_watts";
 /// Gauge, W: the bound of kGpuProcessPower.
 inline constexpr const char* kGpuProcessPowerBound = "erg_gpu_process_power_bound_watts";
-/// Counter, J: energy of the processes that had series of their own and exited (and of processes
-/// that ran only between two scrapes). Labels: the GPU's.
+/// Counter, J: energy of the processes that had series of their own and exited, the last interval
+/// of every process that exited, and processes that ran only between two scrapes. Labels: the GPU's.
 inline constexpr const char* kGpuExitedProcessesEnergy = "erg_gpu_exited_processes_energy_joules_total";
 /// Counter, J: the attribution's parts by `part`: measured (the counter's energy since the first
 /// scrape), idle (the idle model's), unattributed (no process was seen busy; all of it on a GPU
