@@ -10,15 +10,19 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "erg/devices/devices.hpp"
 #include "erg/exporters/prometheus/collector.hpp"
 #include "erg/exporters/prometheus/metric_names.hpp"
 #include "erg/sim/machine.hpp"
+#include "erg/sim/spec.hpp"
+#include "prom_rig.hpp"
 
 namespace erg {
 namespace {
@@ -210,6 +214,74 @@ TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
       "their own series (simulated)\n",
       scrapes, max_sets, kCap, gpus, ever_shown.size());
 }
+
+#ifdef ERG_CLI_PATH
+/// The value of the first series of `name` whose labels include `label` in an exposition.
+std::optional<double> series_value(const std::string& text, const std::string& name, const std::string& label) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(name + "{", 0) == 0 && line.find(label) != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return std::nullopt;
+}
+
+// End to end with a real process: `erg exporter` over HTTP on a simulated A100 shared by an
+// `erg simulate load --share` child. Its series appear with energy, and are gone from the first
+// scrape after the driver dropped it; its energy is then in the exited counter.
+TEST(PrometheusProcessMetrics, ErgExporterShowsARealProcessUntilItExits) {
+  auto made = sim::Machine::create_temp(*sim::parse_spec("1xA100,cpus=0"));
+  ASSERT_TRUE(made) << made.error().message;
+  auto machine = std::move(*made);
+  ASSERT_TRUE(machine->export_env());
+  const std::string erg = testing::shell_quote(ERG_CLI_PATH);
+  testing::BackgroundShell exporter("exec " + erg + " exporter --listen 127.0.0.1:0 --json");
+  int port = 0;
+  for (int i = 0; i < 200 && port == 0; ++i) {
+    const std::string out = exporter.out();
+    if (out.find('\n') != std::string::npos) port = nlohmann::json::parse(out.substr(0, out.find('\n')))["port"];
+    if (port == 0) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(port, 0) << exporter.err();
+  testing::BackgroundShell load("exec " + erg + " simulate load --gpus 0 --share 0.4 --seconds 60");
+  const std::string pid_label = "pid=\"" + std::to_string(load.pid()) + "\"";
+  auto scrape = [&] {
+    auto r = testing::http_get(port, "/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? r->body : std::string();
+  };
+  std::optional<double> joules;
+  for (int i = 0; i < 50 && !(joules && *joules > 0); ++i) {
+    std::this_thread::sleep_for(200ms);
+    joules = series_value(scrape(), prom::names::kGpuProcessEnergy, pid_label);
+  }
+  ASSERT_TRUE(joules && *joules > 0) << "the load's series never showed energy";
+  std::string text = scrape();
+  EXPECT_NE(text.find("comm=\"erg\""), std::string::npos);
+  ASSERT_TRUE(series_value(text, prom::names::kGpuProcessPower, pid_label));
+
+  load.signal(SIGKILL);
+  ASSERT_TRUE(load.wait(10s));
+  bool dropped = false;  // the simulated driver drops a dead process, as a real one does
+  for (int i = 0; i < 200 && !dropped; ++i) {
+    dropped = true;
+    for (const auto& p : *machine->processes(0)) dropped = dropped && p.pid != static_cast<std::uint32_t>(load.pid());
+    if (!dropped) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(dropped);
+  text = scrape();
+  EXPECT_FALSE(series_value(text, prom::names::kGpuProcessEnergy, pid_label)) << text;
+  EXPECT_FALSE(series_value(text, prom::names::kGpuProcessPower, pid_label));
+  auto exited = series_value(text, prom::names::kGpuExitedProcessesEnergy, "index=\"0\"");
+  ASSERT_TRUE(exited);
+  EXPECT_GE(*exited, *joules);
+  exporter.signal(SIGTERM);
+  EXPECT_EQ(exporter.wait(10s), std::optional<int>(0));
+  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_POWERCAP_ROOT", "ERG_HWMON_ROOT",
+                        "ERG_AMDSMI_LIBRARY"})
+    ::unsetenv(v);
+}
+#endif
 
 }  // namespace
 }  // namespace erg
