@@ -26,6 +26,7 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     std::size_t max_process_series = 256;
     double idle_power = 0.0;
     double idle_error = 0.0;
+    std::string proc_root = "/proc";
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("--listen", opts->listen,
@@ -44,6 +45,8 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
       ->check(non_negative_number());
   cmd->add_option("--idle-error", opts->idle_error, "How far --idle-power may be off, W (default 0)")
       ->check(non_negative_number());
+  cmd->add_option("--proc-root", opts->proc_root,
+                  "Where processes' comm and cgroup are read (default /proc; /host/proc in a container)");
   cmd->footer(
       "Energy counters (erg_*_energy_joules_total) count joules from the exporter's first read of each device and "
       "never decrease (RAPL wraps and GPU counter resets are bridged): use rate() and increase(). "
@@ -74,6 +77,7 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     o.max_process_series = opts->max_process_series;
     o.process_idle_power_w = opts->idle_power;
     o.process_idle_error_w = opts->idle_error;
+    o.proc_root = opts->proc_root;
     const std::size_t n_gpus = gpus.size();
     const std::size_t n_cpus = inventory->cpus.size();
     auto collector = prom::Collector::create(std::move(gpus), inventory->cpus, o);

@@ -10,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -213,6 +216,80 @@ TEST(PrometheusProcessMetrics, ThousandShortLivedProcessesStayWithinTheCap) {
       "process metrics: %zu scrapes, at most %zu process label sets (cap %zu + %u other), %zu processes had "
       "their own series (simulated)\n",
       scrapes, max_sets, kCap, gpus, ever_shown.size());
+}
+
+// Per-process labels and per-pod series from the processes' cgroups: a fake proc tree gives three
+// table entries their comm and cgroup (two in one Kubernetes pod, one in another). A pod's counter
+// is the sum of its processes'; a pod whose processes have left loses its series.
+TEST(PrometheusProcessMetrics, PodsSumTheirProcessesAndGoWithThem) {
+  devices::DeviceOptions o;
+  o.simulate = "1xV100,cpus=0,seed=5";
+  auto d = devices::open_devices(o);
+  ASSERT_TRUE(d) << d.error().message;
+  auto& machine = *d->machine;
+  testing::TempDir proc;
+  const std::string cid(64, 'c');
+  const std::string pod_a = "1b2c3d4e-aaaa-4bbb-8ccc-0123456789ab", pod_b = "0a1b2c3d-0000-4111-8222-333344445555";
+  auto fake = [&](std::uint32_t pid, const std::string& comm, const std::string& pod_uid) {
+    std::string u = pod_uid;
+    std::replace(u.begin(), u.end(), '-', '_');
+    std::filesystem::create_directories(proc.path() + "/" + std::to_string(pid));
+    std::ofstream(proc.path() + "/" + std::to_string(pid) + "/comm") << comm << "\n";
+    std::ofstream(proc.path() + "/" + std::to_string(pid) + "/cgroup")
+        << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << u << ".slice/cri-containerd-" << cid
+        << ".scope\n";
+  };
+  fake(3'800'001, "trainer", pod_a);
+  fake(3'800'002, "loader", pod_a);
+  fake(3'800'003, "server", pod_b);
+  prom::CollectorOptions co;
+  co.node = "";
+  co.process_metrics = true;
+  co.proc_root = proc.path();
+  auto collector = prom::Collector::create(d->inventory.gpus, {}, co);
+  ASSERT_TRUE(collector) << collector.error().message;
+  (void)(*collector)->Collect();
+  const double shares[] = {0.3, 0.2, 0.4};
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    sim::SimProcess p;
+    p.pid = 3'800'001 + k;
+    p.share = shares[k];
+    ASSERT_TRUE(machine.set_process(0, p));
+  }
+  std::vector<pm::MetricFamily> fs;
+  auto pod_value = [&](const std::string& uid) -> std::optional<double> {
+    if (const auto* f = find(fs, prom::names::kGpuPodEnergy))
+      for (const auto& m : f->metric)
+        if (label(m, "pod") == uid) return m.counter.value;
+    return std::nullopt;
+  };
+  for (int i = 0; i < 5; ++i) {  // three intervals attributed, one step late
+    std::this_thread::sleep_for(300ms);
+    fs = (*collector)->Collect();
+  }
+  const auto* energy = find(fs, prom::names::kGpuProcessEnergy);
+  ASSERT_TRUE(energy);
+  std::map<std::string, double> by_pod;
+  std::map<std::string, std::string> comm;
+  for (const auto& m : energy->metric) {
+    EXPECT_EQ(label(m, "container"), cid);
+    EXPECT_GT(m.counter.value, 0.0) << label(m, "pid");
+    by_pod[label(m, "pod")] += m.counter.value;
+    comm[label(m, "pid")] = label(m, "comm");
+  }
+  EXPECT_EQ(comm,
+            (std::map<std::string, std::string>{{"3800001", "trainer"}, {"3800002", "loader"}, {"3800003", "server"}}));
+  for (const auto& uid : {pod_a, pod_b}) {
+    ASSERT_TRUE(pod_value(uid)) << uid;
+    EXPECT_NEAR(*pod_value(uid), by_pod[uid], 1e-9 * by_pod[uid]) << uid;
+  }
+  // Pod A's processes leave: its series goes at the next scrape; pod B's stays.
+  ASSERT_TRUE(machine.remove_process(0, 3'800'001));
+  ASSERT_TRUE(machine.remove_process(0, 3'800'002));
+  std::this_thread::sleep_for(200ms);
+  fs = (*collector)->Collect();
+  EXPECT_FALSE(pod_value(pod_a));
+  EXPECT_TRUE(pod_value(pod_b));
 }
 
 #ifdef ERG_CLI_PATH

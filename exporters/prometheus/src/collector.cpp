@@ -115,6 +115,10 @@ struct GpuProcState {
   // The parts as shown: an interval's unattributed remainder can be a rounding error below 0,
   // and a counter never goes back.
   double measured_j = 0.0, idle_j = 0.0, unattributed_j = 0.0;
+  struct Pod {
+    double j = 0.0, bound_j = 0.0;
+  };
+  std::map<std::string, Pod> pods;  // by UID: the pods with a process on this GPU and a series
 };
 
 /// The window every scrape peeks at: each GPU's energy since the first scrape.
@@ -191,6 +195,7 @@ struct Collector::Impl {
   bool monitor_tried = false;
   std::vector<GpuProcState> procs;  // per GPU, when process_metrics
   std::size_t shown_total = 0;      // processes with series of their own, all GPUs
+  std::size_t pods_total = 0;       // pod series, all GPUs
 
   std::vector<pm::MetricFamily> collect();
   void collect_processes(std::vector<pm::MetricFamily>& out);
@@ -222,6 +227,7 @@ Result<std::shared_ptr<Collector>> Collector::create(std::vector<std::shared_ptr
       measure::ProcessTrackerOptions to;
       to.attribution.idle.power = Watts(m.options.process_idle_power_w);
       to.attribution.idle.error = Watts(m.options.process_idle_error_w);
+      to.proc_root = m.options.proc_root;
       ps.tracker = std::make_unique<measure::ProcessTracker>(*m.gpus[i], SteadyClock::instance(), to);
     }
     m.procs.push_back(std::move(ps));
@@ -434,6 +440,9 @@ void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
   auto bounds = family(names::kGpuAttributionBound,
                        "Bounds of the attribution's parts: measured, idle, unattributed, exited, other (J)",
                        pm::MetricType::Gauge);
+  auto pod_energy =
+      family(names::kGpuPodEnergy, "GPU energy attributed to the pod's processes (J)", pm::MetricType::Counter);
+  auto pod_bound = family(names::kGpuPodEnergyBound, "Bound of the pod's attributed energy (J)", pm::MetricType::Gauge);
   auto attributable = family(names::kGpuAttributable, "1 if the GPU's energy can be split among its processes (0: MIG)",
                              pm::MetricType::Gauge);
   // Every GPU's step first, and every exit, so that slots freed on one GPU are free for new
@@ -458,6 +467,36 @@ void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
       } else {  // ran only between two scrapes
         ps.exited_j += e.process.energy.value();
         ps.exited_bound_j += e.process.energy_bound.value();
+      }
+    }
+  }
+  // Pods: every process of the pod counts (live, leaving, in "other" or not) with the interval
+  // attributed at this step; a pod with no process left on the GPU loses its series.
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    GpuProcState& ps = procs[i];
+    if (!steps[i] || !steps[i]->attributable) continue;
+    const auto& s = *steps[i];
+    std::set<std::string> present;
+    auto credit = [&](const measure::TrackedProcess& p, bool live) {
+      if (!p.cgroup || !p.cgroup->pod_uid) return;
+      const std::string& uid = *p.cgroup->pod_uid;
+      if (live) present.insert(uid);
+      auto it = ps.pods.find(uid);
+      if (it == ps.pods.end()) {
+        if (!live || pods_total >= options.max_process_series) return;
+        it = ps.pods.emplace(uid, GpuProcState::Pod{}).first;
+        ++pods_total;
+      }
+      if (s.updated) it->second.j += p.interval_energy.value(), it->second.bound_j += p.interval_bound.value();
+    };
+    for (const auto& e : s.exited_now) credit(e.process, false);
+    for (const auto& p : s.processes) credit(p, true);
+    for (auto it = ps.pods.begin(); it != ps.pods.end();) {
+      if (present.contains(it->first)) {
+        ++it;
+      } else {
+        it = ps.pods.erase(it);
+        --pods_total;
       }
     }
   }
@@ -508,6 +547,10 @@ void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
       add(ppower, l, other_w);
       add(ppbound, l, other_w_bound);
     }
+    for (const auto& [uid, pod] : ps.pods) {
+      add(pod_energy, with(gl, "pod", uid), pod.j);
+      add(pod_bound, with(gl, "pod", uid), pod.bound_j);
+    }
     add(exited, gl, ps.exited_j);
     add(attributable, gl, s.attributable ? 1.0 : 0.0);
     ps.measured_j = std::max(ps.measured_j, s.measured.value());
@@ -527,7 +570,8 @@ void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
   auto limit = family(names::kProcessSeriesLimit, "The most processes with series of their own (--max-process-series)",
                       pm::MetricType::Gauge);
   add(limit, common, static_cast<double>(options.max_process_series));
-  for (auto* f : {&penergy, &pebound, &ppower, &ppbound, &exited, &parts, &bounds, &attributable, &series, &limit})
+  for (auto* f : {&penergy, &pebound, &ppower, &ppbound, &pod_energy, &pod_bound, &exited, &parts, &bounds,
+                  &attributable, &series, &limit})
     out.push_back(std::move(*f));
 }
 

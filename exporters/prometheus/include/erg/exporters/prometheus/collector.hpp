@@ -41,6 +41,9 @@ struct CollectorOptions {
   /// not charged to the processes. 0: processes are charged the idle power too.
   double process_idle_power_w = 0.0;
   double process_idle_error_w = 0.0;
+  /// Where a process's comm and cgroup (container, pod) are read: "/proc", or "/host/proc" for
+  /// an exporter in a container that mounts the host's.
+  std::string proc_root = "/proc";
 };
 
 /// InvalidArgument naming the label for a name that is not a Prometheus label name

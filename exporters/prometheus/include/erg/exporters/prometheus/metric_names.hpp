@@ -81,6 +81,13 @@ inline constexpr const char* kGpuAttributionBound = "erg_gpu_attribution_bound_j
 /// Gauge, 1/0: the GPU's energy can be split among its processes (0 on a MIG GPU: no process
 /// series; its energy counts as unattributed, never 0 J per process).
 inline constexpr const char* kGpuAttributable = "erg_gpu_attributable";
+/// Counter, J: energy attributed to a Kubernetes pod's processes on the GPU (all of them, those in
+/// "other" included, up to each one's last interval) while the pod has a process on it. Labels:
+/// the GPU's, pod (UID). The series goes when the pod has no process on the GPU left (a pod that
+/// comes back starts again at 0: a counter reset). At most max_process_series pods over all GPUs.
+inline constexpr const char* kGpuPodEnergy = "erg_gpu_pod_energy_joules_total";
+/// Gauge, J: the bound of kGpuPodEnergy (Σ of its processes' bounds).
+inline constexpr const char* kGpuPodEnergyBound = "erg_gpu_pod_energy_bound_joules";
 /// Gauge: processes with series of their own now, and the cap (no labels but node, user labels).
 inline constexpr const char* kProcessSeries = "erg_exporter_process_series";
 inline constexpr const char* kProcessSeriesLimit = "erg_exporter_process_series_limit";
