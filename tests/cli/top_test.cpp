@@ -149,6 +149,8 @@ TEST(ErgTop, OnceJsonShowsEachProcessWithinItsBoundOfTheTruth) {
     ASSERT_TRUE(truth.count(pid));
     EXPECT_LE(std::abs(p["energy_j"].get<double>() - truth[pid]), p["energy_j_bound"].get<double>())
         << "pid " << pid << " erg top " << p["energy_j"] << " ± " << p["energy_j_bound"] << ", truth " << truth[pid];
+    std::printf("erg top pid %u: %.1f ± %.1f J, truth %.1f J (simulated)\n", pid, p["energy_j"].get<double>(),
+                p["energy_j_bound"].get<double>(), truth[pid]);
   }
   // The 0.5 load drew more than the 0.3 one; the parts add up to the measured energy.
   EXPECT_GT(by_pid[loads.pid_b()]["energy_j"].get<double>(), by_pid[loads.pid_a()]["energy_j"].get<double>());
