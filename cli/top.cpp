@@ -149,7 +149,7 @@ nlohmann::json frame_json(const std::vector<GpuView>& gpus, double time_s, doubl
 }
 
 std::string frame_text(const std::vector<GpuView>& gpus, double time_s, double interval_s, bool simulated,
-                       bool interactive) {
+                       bool interactive, bool idle_model) {
   std::ostringstream out;
   char buf[512];
   std::snprintf(buf, sizeof buf, "erg top  %.1f s  interval %.1f s%s%s\n", time_s, interval_s,
@@ -187,9 +187,13 @@ std::string frame_text(const std::vector<GpuView>& gpus, double time_s, double i
       out << buf;
     }
     if (s.attributable) {
-      std::snprintf(buf, sizeof buf, "  %8s %-16s %-12s %-12s %7s %18s %22s\n", "", "(idle)", "", "", "",
-                    (fmt("%.1f", s.idle_power.value()) + " W").c_str(),
-                    with_bound(s.idle.value(), s.idle_bound.value(), "J").c_str());
+      if (idle_model)
+        std::snprintf(buf, sizeof buf, "  %8s %-16s %-12s %-12s %7s %18s %22s\n", "", "(idle)", "", "", "",
+                      (fmt("%.1f", s.idle_power.value()) + " W").c_str(),
+                      with_bound(s.idle.value(), s.idle_bound.value(), "J").c_str());
+      else  // no idle model: the processes carry the idle power
+        std::snprintf(buf, sizeof buf, "  %8s %-16s %-12s %-12s %7s %18s %22s\n", "", "(idle: no model)", "", "", "",
+                      "in processes", "-");
       out << buf;
       std::snprintf(buf, sizeof buf, "  %8s %-16s %-12s %-12s %7s %18s %22s\n", "", "(unattributed)", "", "", "",
                     with_bound(s.unattributed_power.value(), s.unattributed_power_bound.value(), "W").c_str(),
@@ -268,6 +272,7 @@ void add_top_command(CLI::App& app, Context& ctx) {
       }
     };
 
+    const bool idle_model = opts->idle_power > 0.0;
     const bool tty_out = ::isatty(STDOUT_FILENO) == 1;
     const bool interactive = tty_out && !opts->json && !opts->once;
     const bool keys = interactive && ::isatty(STDIN_FILENO) == 1;
@@ -326,10 +331,11 @@ void add_top_command(CLI::App& app, Context& ctx) {
       if (opts->json) {
         std::cout << frame_json(gpus, t, opts->interval, inventory->simulated).dump() << "\n" << std::flush;
       } else if (interactive) {
-        std::cout << "\x1b[H\x1b[J" << frame_text(gpus, t, opts->interval, inventory->simulated, keys) << std::flush;
+        std::cout << "\x1b[H\x1b[J" << frame_text(gpus, t, opts->interval, inventory->simulated, keys, idle_model)
+                  << std::flush;
       } else {
         if (!first) std::cout << "\n";
-        std::cout << frame_text(gpus, t, opts->interval, inventory->simulated, false) << std::flush;
+        std::cout << frame_text(gpus, t, opts->interval, inventory->simulated, false, idle_model) << std::flush;
       }
       first = false;
       if (opts->once) break;
