@@ -89,6 +89,7 @@ int run(int argc, char** argv) {
   add_hetero_command(app, ctx);
   add_perseus_command(app, ctx);
   add_report_command(app, ctx);
+  add_top_command(app, ctx);
 
   try {
     app.parse(argc, argv);

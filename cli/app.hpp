@@ -82,6 +82,9 @@ void add_perseus_command(CLI::App& app, Context& ctx);
 /// Registers `erg report` (report.cpp).
 void add_report_command(CLI::App& app, Context& ctx);
 
+/// Registers `erg top` (live per-process GPU power and energy; top.cpp).
+void add_top_command(CLI::App& app, Context& ctx);
+
 /// Parses argv and runs the chosen subcommand. Never throws.
 int run(int argc, char** argv);
 

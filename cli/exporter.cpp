@@ -22,6 +22,11 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     std::vector<unsigned> gpus;
     bool once = false;
     bool json = false;
+    bool no_processes = false;
+    std::size_t max_process_series = 256;
+    double idle_power = 0.0;
+    double idle_error = 0.0;
+    std::string proc_root = "/proc";
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("--listen", opts->listen,
@@ -31,6 +36,17 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--gpus", opts->gpus, "GPUs to export (erg indices); default all")->delimiter(',');
   cmd->add_flag("--once", opts->once, "Print one scrape's exposition to stdout and exit (no server)");
   cmd->add_flag("--json", opts->json, "Print where it serves as one JSON line on stdout once listening");
+  cmd->add_flag("--no-process-metrics", opts->no_processes, "No per-process series (erg_gpu_process_*)");
+  cmd->add_option("--max-process-series", opts->max_process_series,
+                  "At most this many processes get series of their own; later ones are summed into pid=\"other\" "
+                  "(default 256)");
+  cmd->add_option("--idle-power", opts->idle_power,
+                  "The GPUs' idle power in W, calibrated while they ran nothing: not charged to processes (default 0)")
+      ->check(non_negative_number());
+  cmd->add_option("--idle-error", opts->idle_error, "How far --idle-power may be off, W (default 0)")
+      ->check(non_negative_number());
+  cmd->add_option("--proc-root", opts->proc_root,
+                  "Where processes' comm and cgroup are read (default /proc; /host/proc in a container)");
   cmd->footer(
       "Energy counters (erg_*_energy_joules_total) count joules from the exporter's first read of each device and "
       "never decrease (RAPL wraps and GPU counter resets are bridged): use rate() and increase(). "
@@ -57,6 +73,11 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     o.exporter = "erg-exporter";
     o.simulated = inventory->simulated;
     o.socs = inventory->socs;
+    o.process_metrics = !opts->no_processes;
+    o.max_process_series = opts->max_process_series;
+    o.process_idle_power_w = opts->idle_power;
+    o.process_idle_error_w = opts->idle_error;
+    o.proc_root = opts->proc_root;
     const std::size_t n_gpus = gpus.size();
     const std::size_t n_cpus = inventory->cpus.size();
     auto collector = prom::Collector::create(std::move(gpus), inventory->cpus, o);

@@ -3,12 +3,15 @@
 #include <prometheus/text_serializer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "erg/exporters/prometheus/metric_names.hpp"
 #include "erg/measure/energy_monitor.hpp"
+#include "erg/measure/process_tracker.hpp"
 
 #ifndef ERG_VERSION
 #define ERG_VERSION "unknown"
@@ -98,6 +101,26 @@ struct SocState {
   std::uint64_t read_errors = 0;
 };
 
+/// A process as the exporter's series know it: its pid and when the tracker first saw it (a
+/// reused pid is another process).
+using ProcKey = std::pair<std::uint32_t, std::chrono::nanoseconds>;
+
+struct GpuProcState {
+  std::unique_ptr<measure::ProcessTracker> tracker;
+  std::set<ProcKey> shown;     // with series of their own
+  std::set<ProcKey> overflow;  // summed into pid="other" for their whole life
+  double other_j = 0.0, other_bound_j = 0.0;
+  double exited_j = 0.0, exited_bound_j = 0.0;
+  bool had_other = false;  // the "other" series, once there, stays (a counter)
+  // The parts as shown: an interval's unattributed remainder can be a rounding error below 0,
+  // and a counter never goes back.
+  double measured_j = 0.0, idle_j = 0.0, unattributed_j = 0.0;
+  struct Pod {
+    double j = 0.0, bound_j = 0.0;
+  };
+  std::map<std::string, Pod> pods;  // by UID: the pods with a process on this GPU and a series
+};
+
 /// The window every scrape peeks at: each GPU's energy since the first scrape.
 constexpr const char* kWindow = "erg-prometheus";
 
@@ -125,6 +148,18 @@ Result<void> check_user_labels(const std::map<std::string, std::string>& labels)
   }
   return ok();
 }
+
+namespace {
+/// The labels the per-process series add, reserved while they are on.
+Result<void> check_process_labels(const std::map<std::string, std::string>& labels) {
+  for (const auto& [name, value] : labels)
+    for (const char* own : {"pid", "comm", "container", "pod", "part"})
+      if (name == own)
+        return fail(ErrorCode::kInvalidArgument,
+                    "label '" + name + "' is set by erg itself (per-process metrics are on)");
+  return ok();
+}
+}  // namespace
 
 Result<std::pair<std::string, std::string>> parse_label(std::string_view text) {
   const auto eq = text.find('=');
@@ -158,13 +193,19 @@ struct Collector::Impl {
   // counted up to now.
   std::unique_ptr<measure::EnergyMonitor> monitor;
   bool monitor_tried = false;
+  std::vector<GpuProcState> procs;  // per GPU, when process_metrics
+  std::size_t shown_total = 0;      // processes with series of their own, all GPUs
+  std::size_t pods_total = 0;       // pod series, all GPUs
 
   std::vector<pm::MetricFamily> collect();
+  void collect_processes(std::vector<pm::MetricFamily>& out);
 };
 
 Result<std::shared_ptr<Collector>> Collector::create(std::vector<std::shared_ptr<Gpu>> gpus,
                                                      std::vector<std::shared_ptr<Cpu>> cpus, CollectorOptions options) {
   if (auto checked = check_user_labels(options.labels); !checked) return fail(checked.error());
+  if (options.process_metrics)
+    if (auto checked = check_process_labels(options.labels); !checked) return fail(checked.error());
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.options = std::move(options);
@@ -181,6 +222,15 @@ Result<std::shared_ptr<Collector>> Collector::create(std::vector<std::shared_ptr
     s.domains = caps.power_domains;
     s.temperature = caps.temperature;
     m.gpu.push_back(std::move(s));
+    GpuProcState ps;
+    if (m.options.process_metrics && caps.running_processes) {
+      measure::ProcessTrackerOptions to;
+      to.attribution.idle.power = Watts(m.options.process_idle_power_w);
+      to.attribution.idle.error = Watts(m.options.process_idle_error_w);
+      to.proc_root = m.options.proc_root;
+      ps.tracker = std::make_unique<measure::ProcessTracker>(*m.gpus[i], SteadyClock::instance(), to);
+    }
+    m.procs.push_back(std::move(ps));
   }
   for (unsigned i = 0; i < m.cpus.size(); ++i) {
     CpuState s;
@@ -351,6 +401,9 @@ std::vector<pm::MetricFamily> Collector::Impl::collect() {
     add(errors, std::move(el), static_cast<double>(s.read_errors));
   }
 
+  std::vector<pm::MetricFamily> process_families;
+  if (options.process_metrics) collect_processes(process_families);
+
   auto info = family(names::kInfo, "What is exporting: erg version, exporter, node, simulated", pm::MetricType::Gauge);
   Labels il{
       {"exporter", options.exporter}, {"simulated", options.simulated ? "true" : "false"}, {"version", ERG_VERSION}};
@@ -364,7 +417,162 @@ std::vector<pm::MetricFamily> Collector::Impl::collect() {
   for (auto* f : {&energy, &power, &limit, &temp, &gup, &anomalies, &cpu_energy, &dram_energy, &cup, &soc_energy,
                   &soc_power, &sup, &info, &duration, &errors})
     if (!f->metric.empty()) out.push_back(std::move(*f));
+  for (auto& f : process_families)
+    if (!f.metric.empty()) out.push_back(std::move(f));
   return out;
+}
+
+void Collector::Impl::collect_processes(std::vector<pm::MetricFamily>& out) {
+  auto penergy = family(names::kGpuProcessEnergy, "GPU energy attributed to the process since first seen (J)",
+                        pm::MetricType::Counter);
+  auto pebound =
+      family(names::kGpuProcessEnergyBound, "Bound of the process's attributed energy (J)", pm::MetricType::Gauge);
+  auto ppower =
+      family(names::kGpuProcessPower, "GPU power attributed to the process over the latest attributed interval (W)",
+             pm::MetricType::Gauge);
+  auto ppbound =
+      family(names::kGpuProcessPowerBound, "Bound of the process's attributed power (W)", pm::MetricType::Gauge);
+  auto exited =
+      family(names::kGpuExitedProcessesEnergy, "GPU energy of processes that have exited (J)", pm::MetricType::Counter);
+  auto parts =
+      family(names::kGpuAttributionEnergy,
+             "GPU energy since the first scrape by part: measured, idle, unattributed (J)", pm::MetricType::Counter);
+  auto bounds = family(names::kGpuAttributionBound,
+                       "Bounds of the attribution's parts: measured, idle, unattributed, exited, other (J)",
+                       pm::MetricType::Gauge);
+  auto pod_energy =
+      family(names::kGpuPodEnergy, "GPU energy attributed to the pod's processes (J)", pm::MetricType::Counter);
+  auto pod_bound = family(names::kGpuPodEnergyBound, "Bound of the pod's attributed energy (J)", pm::MetricType::Gauge);
+  auto attributable = family(names::kGpuAttributable, "1 if the GPU's energy can be split among its processes (0: MIG)",
+                             pm::MetricType::Gauge);
+  // Every GPU's step first, and every exit, so that slots freed on one GPU are free for new
+  // processes on any.
+  std::vector<std::optional<measure::ProcessStep>> steps(procs.size());
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    GpuProcState& ps = procs[i];
+    if (!ps.tracker) continue;
+    auto step = ps.tracker->step();
+    if (!step) continue;  // withdrawn this scrape (never a frozen value); the next step covers the gap
+    steps[i] = std::move(*step);
+    const auto& s = *steps[i];
+    for (const auto& e : s.exited_now) {
+      const ProcKey key{e.process.pid, e.process.first_seen};
+      if (ps.shown.erase(key) > 0) {
+        --shown_total;
+        ps.exited_j += e.process.energy.value();
+        ps.exited_bound_j += e.process.energy_bound.value();
+      } else if (ps.overflow.erase(key) > 0) {
+        if (s.updated)
+          ps.other_j += e.process.interval_energy.value(), ps.other_bound_j += e.process.interval_bound.value();
+      } else {  // ran only between two scrapes
+        ps.exited_j += e.process.energy.value();
+        ps.exited_bound_j += e.process.energy_bound.value();
+      }
+    }
+  }
+  // Pods: every process of the pod counts (live, leaving, in "other" or not) with the interval
+  // attributed at this step; a pod with no process left on the GPU loses its series.
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    GpuProcState& ps = procs[i];
+    if (!steps[i] || !steps[i]->attributable) continue;
+    const auto& s = *steps[i];
+    std::set<std::string> present;
+    auto credit = [&](const measure::TrackedProcess& p, bool live) {
+      if (!p.cgroup || !p.cgroup->pod_uid) return;
+      const std::string& uid = *p.cgroup->pod_uid;
+      if (live) present.insert(uid);
+      auto it = ps.pods.find(uid);
+      if (it == ps.pods.end()) {
+        if (!live || pods_total >= options.max_process_series) return;
+        it = ps.pods.emplace(uid, GpuProcState::Pod{}).first;
+        ++pods_total;
+      }
+      if (s.updated) it->second.j += p.interval_energy.value(), it->second.bound_j += p.interval_bound.value();
+    };
+    for (const auto& e : s.exited_now) credit(e.process, false);
+    for (const auto& p : s.processes) credit(p, true);
+    for (auto it = ps.pods.begin(); it != ps.pods.end();) {
+      if (present.contains(it->first)) {
+        ++it;
+      } else {
+        it = ps.pods.erase(it);
+        --pods_total;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    GpuProcState& ps = procs[i];
+    if (!steps[i]) continue;
+    const auto& s = *steps[i];
+    const Labels& gl = gpu[i].labels;
+    double other_w = 0.0, other_w_bound = 0.0;
+    for (const auto& p : s.processes) {
+      const ProcKey key{p.pid, p.first_seen};
+      if (!ps.shown.contains(key) && !ps.overflow.contains(key)) {
+        if (shown_total < options.max_process_series) {
+          ps.shown.insert(key);
+          ++shown_total;
+        } else {
+          ps.overflow.insert(key);
+          ps.had_other = true;
+          // Its energy so far (this interval's: it is new) goes to "other".
+          ps.other_j += p.energy.value();
+          ps.other_bound_j += p.energy_bound.value();
+          other_w += p.power.value();
+          other_w_bound += p.power_bound.value();
+          continue;
+        }
+      } else if (ps.overflow.contains(key)) {
+        if (s.updated) ps.other_j += p.interval_energy.value(), ps.other_bound_j += p.interval_bound.value();
+        other_w += p.power.value();
+        other_w_bound += p.power_bound.value();
+        continue;
+      }
+      if (!s.attributable) continue;  // listed, but no figure: never 0 J for a MIG GPU's process
+      Labels l = gl;
+      l.insert(l.end(), {{"pid", std::to_string(p.pid)},
+                         {"comm", p.comm},
+                         {"container", p.cgroup ? p.cgroup->container_id.value_or("") : ""},
+                         {"pod", p.cgroup ? p.cgroup->pod_uid.value_or("") : ""}});
+      add(penergy, l, p.energy.value());
+      add(pebound, l, p.energy_bound.value());
+      add(ppower, l, p.power.value());
+      add(ppbound, l, p.power_bound.value());
+    }
+    if (ps.had_other && s.attributable) {
+      Labels l = gl;
+      l.insert(l.end(), {{"pid", "other"}, {"comm", ""}, {"container", ""}, {"pod", ""}});
+      add(penergy, l, ps.other_j);
+      add(pebound, l, ps.other_bound_j);
+      add(ppower, l, other_w);
+      add(ppbound, l, other_w_bound);
+    }
+    for (const auto& [uid, pod] : ps.pods) {
+      add(pod_energy, with(gl, "pod", uid), pod.j);
+      add(pod_bound, with(gl, "pod", uid), pod.bound_j);
+    }
+    add(exited, gl, ps.exited_j);
+    add(attributable, gl, s.attributable ? 1.0 : 0.0);
+    ps.measured_j = std::max(ps.measured_j, s.measured.value());
+    ps.idle_j = std::max(ps.idle_j, s.idle.value());
+    ps.unattributed_j = std::max(ps.unattributed_j, s.unattributed.value());
+    add(parts, with(gl, "part", "measured"), ps.measured_j);
+    add(parts, with(gl, "part", "idle"), ps.idle_j);
+    add(parts, with(gl, "part", "unattributed"), ps.unattributed_j);
+    add(bounds, with(gl, "part", "measured"), s.measured_bound.value());
+    add(bounds, with(gl, "part", "idle"), s.idle_bound.value());
+    add(bounds, with(gl, "part", "unattributed"), s.unattributed_bound.value());
+    add(bounds, with(gl, "part", "exited"), ps.exited_bound_j);
+    add(bounds, with(gl, "part", "other"), ps.other_bound_j);
+  }
+  auto series = family(names::kProcessSeries, "Processes with series of their own now", pm::MetricType::Gauge);
+  add(series, common, static_cast<double>(shown_total));
+  auto limit = family(names::kProcessSeriesLimit, "The most processes with series of their own (--max-process-series)",
+                      pm::MetricType::Gauge);
+  add(limit, common, static_cast<double>(options.max_process_series));
+  for (auto* f : {&penergy, &pebound, &ppower, &ppbound, &pod_energy, &pod_bound, &exited, &parts, &bounds,
+                  &attributable, &series, &limit})
+    out.push_back(std::move(*f));
 }
 
 }  // namespace erg::prom

@@ -29,6 +29,21 @@ struct CollectorOptions {
   /// SoC modules (Jetson) whose rails are exported (erg_soc_*): energy from the backend's
   /// integral (its sampler starts with the first scrape), power read at each scrape.
   std::vector<std::shared_ptr<Soc>> socs;
+  /// Per-process series (erg_gpu_process_*, metric_names.hpp) for every GPU whose driver lists
+  /// its processes: each scrape attributes the energy since the previous one among them
+  /// (measure::ProcessTracker). Off by default. With it on, the labels pid, comm, container, pod
+  /// and part are erg's own too.
+  bool process_metrics = false;
+  /// At most this many processes (over all GPUs) get series of their own; a process first seen
+  /// when that many have them is summed, for its whole life, into its GPU's pid="other" series.
+  std::size_t max_process_series = 256;
+  /// The GPUs' idle power, calibrated while they ran nothing, and its error (W): the idle part is
+  /// not charged to the processes. 0: processes are charged the idle power too.
+  double process_idle_power_w = 0.0;
+  double process_idle_error_w = 0.0;
+  /// Where a process's comm and cgroup (container, pod) are read: "/proc", or "/host/proc" for
+  /// an exporter in a container that mounts the host's.
+  std::string proc_root = "/proc";
 };
 
 /// InvalidArgument naming the label for a name that is not a Prometheus label name

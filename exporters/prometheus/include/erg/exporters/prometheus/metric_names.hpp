@@ -48,6 +48,50 @@ inline constexpr const char* kSocUp = "erg_soc_up";
 /// simulated ("true" on a simulated machine), user labels.
 inline constexpr const char* kInfo = "erg_info";
 
+// ---- pulled: per-process attribution (CollectorOptions::process_metrics; docs/attribution.md) ----
+// Labels of a process series: the GPU's (index, name, uuid), pid, comm (/proc/<pid>/comm),
+// container (its 64-hex id, "" when none), pod (the Kubernetes pod UID, "" when none), node, user
+// labels. A process's series appear at the first scrape that sees it and are gone from the first
+// scrape after it left the driver's process table; its energy then moves into
+// kGpuExitedProcessesEnergy. Processes beyond CollectorOptions::max_process_series (over all GPUs)
+// are summed into one series per GPU with pid="other" (comm, container and pod ""). Every energy
+// here counts from the exporter's first scrape and never decreases; per GPU
+//   Σ processes + other + exited + idle + unattributed = part="measured"
+// at every scrape (to rounding).
+
+/// Counter, J: energy attributed to the process since the exporter first saw it.
+inline constexpr const char* kGpuProcessEnergy = "erg_gpu_process_energy_joules_total";
+/// Gauge, J: |kGpuProcessEnergy − the truth| ≤ this, under the model (docs/attribution.md).
+inline constexpr const char* kGpuProcessEnergyBound = "erg_gpu_process_energy_bound_joules";
+/// Gauge, W: power attributed to the process over the latest attributed interval: the one between
+/// the two scrapes before this one (measure::ProcessTracker attributes an interval one scrape late,
+/// once the driver has sampled past its end).
+inline constexpr const char* kGpuProcessPower = "erg_gpu_process_power_watts";
+/// Gauge, W: the bound of kGpuProcessPower.
+inline constexpr const char* kGpuProcessPowerBound = "erg_gpu_process_power_bound_watts";
+/// Counter, J: energy of the processes that had series of their own and exited, the last interval
+/// of every process that exited, and processes that ran only between two scrapes. Labels: the GPU's.
+inline constexpr const char* kGpuExitedProcessesEnergy = "erg_gpu_exited_processes_energy_joules_total";
+/// Counter, J: the attribution's parts by `part`: measured (the counter's energy since the first
+/// scrape), idle (the idle model's), unattributed (no process was seen busy; all of it on a GPU
+/// that is not attributable). Labels: the GPU's, part.
+inline constexpr const char* kGpuAttributionEnergy = "erg_gpu_attribution_energy_joules_total";
+/// Gauge, J: the bound of each part by `part`: measured, idle, unattributed, exited, other.
+inline constexpr const char* kGpuAttributionBound = "erg_gpu_attribution_bound_joules";
+/// Gauge, 1/0: the GPU's energy can be split among its processes (0 on a MIG GPU: no process
+/// series; its energy counts as unattributed, never 0 J per process).
+inline constexpr const char* kGpuAttributable = "erg_gpu_attributable";
+/// Counter, J: energy attributed to a Kubernetes pod's processes on the GPU (all of them, those in
+/// "other" included, up to each one's last interval) while the pod has a process on it. Labels:
+/// the GPU's, pod (UID). The series goes when the pod has no process on the GPU left (a pod that
+/// comes back starts again at 0: a counter reset). At most max_process_series pods over all GPUs.
+inline constexpr const char* kGpuPodEnergy = "erg_gpu_pod_energy_joules_total";
+/// Gauge, J: the bound of kGpuPodEnergy (Σ of its processes' bounds).
+inline constexpr const char* kGpuPodEnergyBound = "erg_gpu_pod_energy_bound_joules";
+/// Gauge: processes with series of their own now, and the cap (no labels but node, user labels).
+inline constexpr const char* kProcessSeries = "erg_exporter_process_series";
+inline constexpr const char* kProcessSeriesLimit = "erg_exporter_process_series_limit";
+
 // ---- pulled: the exporter's own metrics ----------------------------------------------------------
 
 /// Gauge, s: how long this scrape took to read every device.
