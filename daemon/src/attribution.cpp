@@ -83,8 +83,8 @@ void ProcessLedger::prune_locked() {
   const nanoseconds horizon = readings_.back().wall - options_.retention;
   while (readings_.size() > 2 && readings_[1].wall <= horizon) readings_.pop_front();
   // Samples for the period before the oldest reading are no longer needed (one period of slack).
-  const auto keep_from = std::chrono::duration_cast<std::chrono::microseconds>(readings_.front().wall) -
-                         std::chrono::seconds(2);
+  const auto keep_from =
+      std::chrono::duration_cast<std::chrono::microseconds>(readings_.front().wall) - std::chrono::seconds(2);
   while (!samples_.empty() && samples_.front().timestamp < keep_from) samples_.pop_front();
 }
 
@@ -158,12 +158,14 @@ AttributionSampler::AttributionSampler(const DeviceSlots& devices, const Config&
   for (const auto& slot : devices.gpus) {
     ProcessLedger::Options o;
     o.retention = config.attribution_retention;
-    if (!slot.gpu->capabilities().reading_timestamps)
-      o.edge_uncertainty = slot.gpu->capabilities().energy_update_period.value_or(std::chrono::milliseconds(100));
+    // A reading's time may be the read's rather than the counter update's (drivers differ and
+    // the capability cannot tell): the window's ends are known to one update period.
+    o.edge_uncertainty = slot.gpu->capabilities().energy_update_period.value_or(std::chrono::milliseconds(100));
     ledgers_.push_back(std::make_unique<ProcessLedger>(o));
     last_seen_.emplace_back(0);
   }
-  if (period_ > nanoseconds(0)) thread_ = std::thread([this] {
+  if (period_ > nanoseconds(0))
+    thread_ = std::thread([this] {
       std::unique_lock lock(stop_mutex_);
       while (!stop_) {
         lock.unlock();
@@ -286,9 +288,12 @@ Reply attribution(const AttributionSampler& sampler, const Config& config, const
     }
     const auto& a = w->attribution;
     const double duration = seconds(a.end - a.start);
-    nlohmann::json g{{"start_ms", ms(a.start)},       {"end_ms", ms(a.end)},
-                     {"duration_s", duration},        {"measured_j", a.measured.value()},
-                     {"measured_bound_j", a.measured_bound.value()}, {"attributable", a.attributable}};
+    nlohmann::json g{{"start_ms", ms(a.start)},
+                     {"end_ms", ms(a.end)},
+                     {"duration_s", duration},
+                     {"measured_j", a.measured.value()},
+                     {"measured_bound_j", a.measured_bound.value()},
+                     {"attributable", a.attributable}};
     if (!a.attributable) {
       g["error"] = a.reason;  // never 0 J per process
       gpus[std::to_string(id)] = std::move(g);
@@ -341,8 +346,8 @@ Reply attribution(const AttributionSampler& sampler, const Config& config, const
   if (errors.empty()) return json_reply(200, body);
   Reply r = aggregate(errors, body);
   // Only "no counter update yet": a temporary state, 503 (ask again), not a failure.
-  bool early = std::all_of(errors.begin(), errors.end(),
-                           [](const auto& e) { return e.second.code == ErrorCode::kUnavailable; });
+  bool early =
+      std::all_of(errors.begin(), errors.end(), [](const auto& e) { return e.second.code == ErrorCode::kUnavailable; });
   if (early) r.response.status = 503;
   return r;
 }

@@ -49,7 +49,7 @@ struct Daemon::Impl {
   // first, then the router, the streams' pollers, and last the devices' owner threads.
   Config config;
   DeviceSlots devices;
-  std::unique_ptr<LimitRestorer> restorer;  // posts to the devices' owner threads: after them
+  std::unique_ptr<LimitRestorer> restorer;          // posts to the devices' owner threads: after them
   std::unique_ptr<AttributionSampler> attribution;  // reads the devices: after them
   std::shared_ptr<prom::Collector> exposition;
   std::unique_ptr<PowerStreams> streams;

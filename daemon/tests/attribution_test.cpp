@@ -3,6 +3,8 @@
 // keeps the sums equal to the GPU's energy, the window, MIG, and bad queries. The sampler runs no
 // thread here (poll period 0): the test polls it by hand on a virtual clock.
 
+#include "attribution.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,12 +12,11 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "attribution.hpp"
 #include "erg/sim/fake_devices.hpp"
 #include "fixture.hpp"
 
@@ -118,8 +119,7 @@ class Attribution : public ::testing::Test {
     root_ = std::filesystem::temp_directory_path() / ("ergd-attr-test-" + std::to_string(::getpid()));
     std::filesystem::remove_all(root_);
     write_proc(kTrainer, 1000, "trainer", "0::/user.slice/user-1000.slice/session-3.scope\n");
-    write_proc(kServer, 0, "server",
-               "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
+    write_proc(kServer, 0, "server", "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
     write_proc(4242, 1001, "bash", "0::/\n");  // a peer with supplementary group 77
     std::ofstream(root_ / "4242" / "status", std::ios::app) << "Groups:\t20 77\n";
     config_.attribution_poll = 0ms;
@@ -185,7 +185,8 @@ class Attribution : public ::testing::Test {
   }
 
   static double row_sum(const json& g) {
-    double s = g["idle_j"].get<double>() + g["unattributed_j"].get<double>() + g["other_users"]["energy_j"].get<double>();
+    double s =
+        g["idle_j"].get<double>() + g["unattributed_j"].get<double>() + g["other_users"]["energy_j"].get<double>();
     for (const auto& p : g["processes"]) s += p["energy_j"].get<double>();
     return s;
   }
