@@ -124,8 +124,10 @@ class RequestMeter:
 
     Args:
         gpu: index in this process's inventory or a ``Gpu``.
-        power_swing: W, how far the GPU's power may move inside one counter period; None = its
-            power limit (safe, loose: a PowerMonitor's range tightens the bounds).
+        power_swing: W, how far the GPU's power may move inside a segment (between two readings).
+            None = from a native power timeline (``power_timeline``): max − min of the GPU's
+            instant power over the segment + 10 % + 5 W, at most the power limit; without one,
+            the power limit (safe, loose).
         idle_power: W; with it, ``attribute_idle=False`` charges requests only the energy above idle.
         energy_error: the counter's gain error as a share of each figure (3 %).
         unseen_share: the share of each counter period the power sensor does not sample; the
@@ -135,9 +137,10 @@ class RequestMeter:
 
     def __init__(self, gpu: Any = 0, power_swing: Optional[float] = None, rule: str = "time_in_batch",
                  idle_power: Optional[float] = None, attribute_idle: bool = True,
-                 energy_error: float = 0.03, unseen_share: Optional[float] = None) -> None:
+                 energy_error: float = 0.03, unseen_share: Optional[float] = None,
+                 power_timeline: bool = True) -> None:
         self._m = _native.GpuRequestMeter(_gpu(gpu), power_swing, rule, idle_power, attribute_idle, energy_error,
-                                          unseen_share)
+                                          unseen_share, power_timeline)
 
     def request(self, request_id: str) -> _Request:
         return _Request(self, request_id)

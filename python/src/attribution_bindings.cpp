@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "erg/client/attribution.hpp"
 #include "erg/core/clock.hpp"
 #include "erg/core/device.hpp"
+#include "erg/measure/power_monitor.hpp"
 #include "erg/measure/process_attribution.hpp"
 #include "erg/measure/request_meter.hpp"
 
@@ -100,7 +102,7 @@ class GpuRequestMeter {
  public:
   GpuRequestMeter(std::shared_ptr<erg::Gpu> gpu, std::optional<double> power_swing, std::string rule,
                   std::optional<double> idle_power, bool attribute_idle, double energy_error,
-                  std::optional<double> unseen_share)
+                  std::optional<double> unseen_share, bool power_timeline)
       : gpu_(std::move(gpu)), energy_error_(energy_error) {
     // A100 and H100 sensors sample about 25 ms of each 100 ms period (Yang et al., "Part-time
     // power measurements", 2024): the counter misses up to the swing over the unseen 75 %.
@@ -121,6 +123,14 @@ class GpuRequestMeter {
     if (power_swing) {
       swing_ = *power_swing;
     } else {
+      if (power_timeline) {
+        // The swing inside each segment from the GPU's instant power, sampled on a native thread.
+        measure::PowerMonitorOptions o;
+        o.cpus = false;
+        o.domains = {erg::PowerDomain::kDeviceInstant};
+        auto m = measure::PowerMonitor::create({gpu_}, {}, o);
+        if (m) power_ = std::move(*m);
+      }
       // Lacking a power timeline, the device's range: 0 to its power limit.
       auto l = gpu_->power_limit();
       swing_ = l ? erg::Watts(*l).value() : 1000.0;
@@ -161,8 +171,9 @@ class GpuRequestMeter {
         s.end = readings_[i].first;
         double e = readings_[i].second - readings_[i - 1].second;
         s.energy = erg::Joules(e);
-        s.error_bound = erg::Joules(energy_error_ * std::abs(e) + 0.002 + unseen_ * swing_ * secs(s.end - s.start));
-        s.power_swing = erg::Watts(swing_);
+        const double swing = segment_swing(s.start, s.end);
+        s.error_bound = erg::Joules(energy_error_ * std::abs(e) + 0.002 + unseen_error(s.start, s.end));
+        s.power_swing = erg::Watts(swing);
         segments.push_back(s);
       }
       if (segments.empty())
@@ -193,8 +204,37 @@ class GpuRequestMeter {
   }
 
   [[nodiscard]] std::size_t in_flight() const { return meter_.in_flight(); }
+  [[nodiscard]] bool has_timeline() const { return power_ != nullptr; }
 
  private:
+  /// What the counter may miss over [start, end]: in each counter period, the unseen share of it
+  /// at that period's swing.
+  double unseen_error(nanoseconds start, nanoseconds end) const {
+    if (unseen_ == 0) return 0.0;
+    const nanoseconds period = gpu_->capabilities().energy_update_period.value_or(std::chrono::milliseconds(100));
+    double sum = 0;
+    for (nanoseconds t = start; t < end; t += period) {
+      const nanoseconds u = std::min(end, t + period);
+      sum += unseen_ * segment_swing(t, u) * secs(u - t);
+    }
+    return sum;
+  }
+  /// max − min of the sampled power over the segment and one sampling period either side, with
+  /// a stated margin (10 % + 5 W) for what the samples miss between them; the power limit
+  /// without a timeline or with fewer than two samples there.
+  double segment_swing(nanoseconds start, nanoseconds end) const {
+    if (!power_) return swing_;
+    const nanoseconds pad = power_->period();
+    auto t = power_->gpu_timeline(0, erg::PowerDomain::kDeviceInstant, start - pad, end + pad);
+    if (!t || t->size() < 2) return swing_;
+    double lo = (*t)[0].watts, hi = lo;
+    for (const auto& p : *t) {
+      lo = std::min(lo, p.watts);
+      hi = std::max(hi, p.watts);
+    }
+    return std::min(swing_, (hi - lo) * 1.1 + 5.0);
+  }
+
   /// The counter now, at its update time on the monotonic clock; a reading no newer than the
   /// last is not kept.
   erg::Result<void> read_locked() {
@@ -214,6 +254,7 @@ class GpuRequestMeter {
   double swing_ = 0;
   double energy_error_ = 0.03;
   double unseen_ = 0.0;
+  std::unique_ptr<measure::PowerMonitor> power_;  ///< nullptr: the swing is the power limit
   std::mutex mutex_;
   std::vector<std::pair<nanoseconds, double>> readings_;
   nanoseconds last_end_{0};
@@ -353,19 +394,20 @@ void bind_attribution(py::module_& m) {
   py::class_<GpuRequestMeter>(sub, "GpuRequestMeter")
       .def(py::init([](std::shared_ptr<erg::Gpu> gpu, std::optional<double> power_swing, std::string rule,
                        std::optional<double> idle_power, bool attribute_idle, double energy_error,
-                       std::optional<double> unseen_share) {
+                       std::optional<double> unseen_share, bool power_timeline) {
              if (!gpu) raise_error({erg::ErrorCode::kInvalidArgument, "RequestMeter needs a GPU"});
              return std::make_unique<GpuRequestMeter>(std::move(gpu), power_swing, std::move(rule), idle_power,
-                                                      attribute_idle, energy_error, unseen_share);
+                                                      attribute_idle, energy_error, unseen_share, power_timeline);
            }),
            py::arg("gpu"), py::arg("power_swing") = py::none(), py::arg("rule") = "time_in_batch",
            py::arg("idle_power") = py::none(), py::arg("attribute_idle") = true, py::arg("energy_error") = 0.03,
-           py::arg("unseen_share") = py::none())
+           py::arg("unseen_share") = py::none(), py::arg("power_timeline") = true)
       .def("begin", &GpuRequestMeter::begin, py::arg("id"), py::call_guard<py::gil_scoped_release>())
       .def("end", &GpuRequestMeter::end, py::arg("id"), py::arg("tokens") = 0.0,
            py::call_guard<py::gil_scoped_release>())
       .def("attribute", &GpuRequestMeter::attribute, py::arg("wait") = 1.0)
-      .def_property_readonly("in_flight", &GpuRequestMeter::in_flight);
+      .def_property_readonly("in_flight", &GpuRequestMeter::in_flight)
+      .def_property_readonly("has_timeline", &GpuRequestMeter::has_timeline);
 
   sub.def(
       "from_daemon",
