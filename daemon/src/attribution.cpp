@@ -14,6 +14,9 @@ namespace {
 
 using std::chrono::nanoseconds;
 
+/// Owners remembered before those of processes no ledger holds a sample of are forgotten.
+constexpr std::size_t kOwnersKept = 4096;
+
 /// The numbers after `key` on its line of /proc/<pid>/status ("Uid:", "Groups:").
 std::vector<std::uint64_t> status_numbers(const std::filesystem::path& proc_root, std::uint32_t pid,
                                           std::string_view key) {
@@ -188,7 +191,6 @@ void AttributionSampler::stop() {
 }
 
 void AttributionSampler::poll_once() {
-  std::set<std::uint32_t> held;
   for (std::size_t i = 0; i < ledgers_.size(); ++i) {
     Gpu& gpu = *devices_.gpus[i].gpu;
     ProcessLedger& ledger = *ledgers_[i];
@@ -229,12 +231,19 @@ void AttributionSampler::poll_once() {
         if (!owners_.count(pid)) owners_.emplace(pid, read_process_owner(proc_root_, pid));
     }
     ledger.record(wall, joules, std::move(*samples), any_listed);
-    for (auto pid : ledger.pids()) held.insert(pid);
   }
-  // Forget the owners of processes no ledger holds a sample of, except those still listed.
+  // Owners are kept while any ledger holds a sample of their process; the held set is worked
+  // out only once the map has grown (a pass over every sample held).
+  {
+    std::lock_guard lock(owners_mutex_);
+    if (owners_.size() <= kOwnersKept) return;
+  }
+  std::set<std::uint32_t> held;
+  for (const auto& l : ledgers_)
+    for (auto pid : l->pids()) held.insert(pid);
   std::lock_guard lock(owners_mutex_);
   for (auto it = owners_.begin(); it != owners_.end();) {
-    if (!held.count(it->first) && owners_.size() > 4096)
+    if (!held.count(it->first))
       it = owners_.erase(it);
     else
       ++it;
