@@ -552,8 +552,15 @@ TEST_F(ErgdProcess, AttributionShowsNobodyOnlyItsOwnProcessesUnlessAllowed) {
   sums_match(as_nobody["gpus"]["0"]);
   for (const char* other : {"1", "2", "3"}) EXPECT_TRUE(as_nobody["gpus"][other]["pids"].empty()) << other;
 
-  // As root: all three, nothing folded.
-  json as_root = ask("", [&](const json& j) { return all_busy(j) && pids(j) == all; });
+  // As root: all three, nothing folded. GPU 1 with MIG on: not attributable, with the reason.
+  ASSERT_TRUE(machine_->set_mig_mode(1, true));
+  json as_root = ask("", [&](const json& j) {
+    return all_busy(j) && pids(j) == all && j["gpus"].contains("1") && j["gpus"]["1"]["attributable"] == false;
+  });
+  EXPECT_NE(as_root["gpus"]["1"]["error"].get<std::string>().find("MIG"), std::string::npos) << as_root.dump();
+  EXPECT_TRUE(as_root["gpus"]["1"]["pids"].empty());
+  EXPECT_GT(as_root["gpus"]["1"]["measured_j"].get<double>(), 0.0) << "the GPU's energy, never 0";
+  ASSERT_TRUE(machine_->set_mig_mode(1, false));
   EXPECT_EQ(as_root["sees_all_processes"], true);
   EXPECT_EQ(as_root["gpus"]["0"]["other_pids"], 0);
   for (const auto& p : as_root["gpus"]["0"]["pids"]) EXPECT_EQ(p["uid"], p["pid"] == own ? nobody : 0u) << p.dump();
