@@ -8,7 +8,7 @@
 namespace erg::client {
 namespace {
 
-TEST(Attribution, ParsesABodyWithOwnProcessesAndOtherUsers) {
+TEST(ClientAttribution, ParsesABodyWithOwnProcessesAndOtherUsers) {
   auto a = parse_attribution(R"({"uid": 65534, "sees_all_processes": false, "daemon_started_ms": 5,
     "gpus": {"1": {"attributable": false, "error": "MIG is enabled", "measured_j": 80.0},
              "0": {"attributable": true, "start_ms": 10, "end_ms": 2010, "duration_s": 2.0, "measured_j": 500.0,
@@ -34,7 +34,7 @@ TEST(Attribution, ParsesABodyWithOwnProcessesAndOtherUsers) {
   EXPECT_TRUE(a->gpus[1].processes.empty());
 }
 
-TEST(Attribution, ParsesPartialAnswersAndRefusesJunk) {
+TEST(ClientAttribution, ParsesPartialAnswersAndRefusesJunk) {
   auto a = parse_attribution(R"({"errors": {"2": "no counter update in the window yet"},
     "error_codes": {"2": "unavailable"},
     "partial": {"uid": 0, "sees_all_processes": true, "gpus": {"0": {"attributable": true, "measured_j": 1.0}}}})");
