@@ -1454,6 +1454,10 @@ PYBIND11_MODULE(_core, m) {
           py::arg("gpu"), py::arg("pid"), py::arg("share"), py::arg("memory_mib") = 0.0,
           "Adds (or updates) a process of the simulated driver on the GPU; its load becomes the GPU's.")
       .def(
+          "set_mig_mode", [](Machine& mach, unsigned gpu, bool on) { unwrap(mach.set_mig_mode(gpu, on)); },
+          py::arg("gpu"), py::arg("enabled"),
+          "MIG mode: while on, the driver reports no per-process utilization (as on hardware).")
+      .def(
           "remove_process",
           [](Machine& mach, unsigned gpu, std::uint32_t pid) { unwrap(mach.remove_process(gpu, pid)); }, py::arg("gpu"),
           py::arg("pid"))

@@ -127,6 +127,24 @@ def test_request_meter_matches_the_true_energy_of_each_request(machine):
     assert a["unattributed"] + sum(r["energy"] for r in a["requests"].values()) == pytest.approx(a["measured"])
 
 
+def test_a_mig_gpu_is_not_attributable_never_zero(machine):
+    machine.set_process(GPU, 900003, 0.5)
+    machine.set_mig_mode(GPU, True)
+    try:
+        meter = attr.ProcessMeter(GPU)
+        meter.begin()
+        time.sleep(0.5)
+        meter.poll()
+        meter.end()
+        a = meter.attribute()
+    finally:
+        machine.set_mig_mode(GPU, False)
+        machine.remove_process(GPU, 900003)
+    assert a["attributable"] is False
+    assert "MIG" in a["reason"]
+    assert a["measured"] > 0 and a["processes"] == {}
+
+
 def test_request_meter_rejects_bad_use(machine):
     meter = attr.RequestMeter(GPU)
     meter.begin("x")
