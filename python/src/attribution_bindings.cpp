@@ -18,7 +18,9 @@
 #include <tuple>
 #include <vector>
 
+#if ERG_PYTHON_WITH_CLIENT
 #include "erg/client/attribution.hpp"
+#endif
 #include "erg/core/clock.hpp"
 #include "erg/core/device.hpp"
 #include "erg/measure/power_monitor.hpp"
@@ -260,6 +262,7 @@ class GpuRequestMeter {
   nanoseconds last_end_{0};
 };
 
+#if ERG_PYTHON_WITH_CLIENT
 py::dict daemon_dict(const erg::client::DaemonAttribution& a) {
   py::dict d;
   d["sees_all_processes"] = a.sees_all_processes;
@@ -310,6 +313,8 @@ py::dict daemon_dict(const erg::client::DaemonAttribution& a) {
   d["errors"] = errors;
   return d;
 }
+
+#endif
 
 }  // namespace
 
@@ -409,6 +414,7 @@ void bind_attribution(py::module_& m) {
       .def_property_readonly("in_flight", &GpuRequestMeter::in_flight)
       .def_property_readonly("has_timeline", &GpuRequestMeter::has_timeline);
 
+#if ERG_PYTHON_WITH_CLIENT
   sub.def(
       "from_daemon",
       [](const std::string& socket, std::vector<unsigned> gpu_ids, std::optional<std::int64_t> since_ms) {
@@ -422,4 +428,12 @@ void bind_attribution(py::module_& m) {
       },
       py::arg("socket"), py::arg("gpu_ids") = std::vector<unsigned>{}, py::arg("since_ms") = py::none(),
       "ergd's GET /attribution over its Unix socket.");
+#else
+  sub.def(
+      "from_daemon",
+      [](const std::string&, std::vector<unsigned>, std::optional<std::int64_t>) -> py::dict {
+        raise_error({erg::ErrorCode::kNotSupported, "this build of erg has no ergd client (ERG_BUILD_DAEMON=OFF)"});
+      },
+      py::arg("socket"), py::arg("gpu_ids") = std::vector<unsigned>{}, py::arg("since_ms") = py::none());
+#endif
 }
