@@ -115,6 +115,12 @@ Result<ProcessLedger::Window> ProcessLedger::attribute(std::optional<nanoseconds
   std::size_t first = 0;
   if (since)
     while (first < readings_.size() && readings_[first].wall < *since) ++first;
+  if ((readings_.size() < 2 || first + 1 >= readings_.size()) && not_attributable_) {
+    Window w;  // no window to measure (e.g. no energy counter): the reason alone
+    w.attribution.attributable = false;
+    w.attribution.reason = *not_attributable_;
+    return w;
+  }
   if (readings_.size() < 2 || first + 1 >= readings_.size())
     return fail(ErrorCode::kUnavailable,
                 "no counter update in the window yet: ergd attributes from one counter update to the next "
@@ -296,6 +302,10 @@ Reply attribution(const AttributionSampler& sampler, const Config& config, const
       continue;
     }
     const auto& a = w->attribution;
+    if (!a.attributable && a.end == a.start) {
+      gpus[std::to_string(id)] = {{"attributable", false}, {"error", a.reason}};
+      continue;
+    }
     const double duration = seconds(a.end - a.start);
     nlohmann::json g{{"start_ms", ms(a.start)},
                      {"end_ms", ms(a.end)},

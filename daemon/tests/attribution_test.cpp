@@ -311,6 +311,16 @@ TEST_F(Attribution, MigIsNotAttributableNeverZero) {
   EXPECT_EQ(body["gpus"]["0"]["attributable"], true);
 }
 
+TEST_F(Attribution, AGpuWithoutACounterSaysSo) {
+  devices_.gpus[1].energy_available = false;
+  sampler_->poll_once();
+  sampler_->poll_once();
+  json body = ask("gpu_ids=1", unix_peer(0));
+  EXPECT_EQ(body["gpus"]["1"]["attributable"], false);
+  EXPECT_NE(body["gpus"]["1"]["error"].get<std::string>().find("no energy counter"), std::string::npos) << body.dump();
+  EXPECT_FALSE(body["gpus"]["1"].contains("measured_j"));
+}
+
 TEST_F(Attribution, BadQueriesAndTooEarly) {
   json early = ask("gpu_ids=1", unix_peer(0), 503);
   EXPECT_NE(early["errors"]["1"].get<std::string>().find("no counter update"), std::string::npos) << early.dump();
