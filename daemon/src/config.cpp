@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -172,6 +173,29 @@ Result<Config> parse_command_line(int argc, char** argv) {
                  "Seconds a reply may wait for the client to read before the connection is closed")
       ->default_val(5.0)
       ->check(CLI::Range(0.01, 3600.0));
+  std::vector<std::string> attribution_uids, attribution_gids;
+  double attribution_poll_s = 0.5, attribution_retention_s = 3600;
+  app.add_option("--attribution-all-uids", attribution_uids,
+                 "/attribution: uids that see every process (others see their own; root sees all), e.g. 1000,1001")
+      ->delimiter(',');
+  app.add_option("--attribution-all-gids", attribution_gids,
+                 "/attribution: gids (primary or supplementary) whose members see every process")
+      ->delimiter(',');
+  app.add_option("--attribution-poll-s", attribution_poll_s,
+                 "Seconds between reads of each GPU's counter and per-process samples for /attribution "
+                 "(0: no /attribution, no such reads)")
+      ->default_val(0.5)
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            char* end = nullptr;
+            double d = std::strtod(v.c_str(), &end);
+            bool ok = !v.empty() && end == v.c_str() + v.size() && (d == 0 || (d >= 0.05 && d <= 60));
+            return ok ? std::string() : std::string("must be 0 or a number of seconds in [0.05, 60]");
+          },
+          "0 or 0.05..60"));
+  app.add_option("--attribution-retention-s", attribution_retention_s, "How far back /attribution can reach, seconds")
+      ->default_val(3600.0)
+      ->check(CLI::Range(1.0, 7.0 * 86400));
   std::vector<std::string> metrics_labels;
   app.add_option("--metrics-node", config.metrics_node,
                  "/metrics: the node label on every series (default: the host name; empty: none)");
@@ -211,6 +235,22 @@ Result<Config> parse_command_line(int argc, char** argv) {
   for (const auto& a : allow_gid)
     if (auto res = add_allow_list(config, a, true); !res) return fail(res.error());
   if (!signing_key.empty()) config.signing_key_path = signing_key;
+  auto parse_ids = [](const std::vector<std::string>& list, const char* flag, auto& out) -> Result<void> {
+    for (const auto& part : list) {
+      unsigned id = 0;
+      auto parsed = std::from_chars(part.data(), part.data() + part.size(), id);
+      if (part.empty() || parsed.ec != std::errc() || parsed.ptr != part.data() + part.size())
+        return fail(ErrorCode::kInvalidArgument, std::string(flag) + ": invalid id '" + part + "'");
+      out.insert(id);
+    }
+    return ok();
+  };
+  if (auto res = parse_ids(attribution_uids, "--attribution-all-uids", config.attribution_all_uids); !res)
+    return fail(res.error());
+  if (auto res = parse_ids(attribution_gids, "--attribution-all-gids", config.attribution_all_gids); !res)
+    return fail(res.error());
+  config.attribution_poll = std::chrono::milliseconds(static_cast<std::int64_t>(attribution_poll_s * 1000));
+  config.attribution_retention = std::chrono::seconds(static_cast<std::int64_t>(attribution_retention_s));
   for (const auto& l : metrics_labels) {
     auto kv = prom::parse_label(l);
     if (!kv) return fail(ErrorCode::kInvalidArgument, "--metrics-label: " + kv.error().message);

@@ -49,7 +49,8 @@ struct Daemon::Impl {
   // first, then the router, the streams' pollers, and last the devices' owner threads.
   Config config;
   DeviceSlots devices;
-  std::unique_ptr<LimitRestorer> restorer;  // posts to the devices' owner threads: after them
+  std::unique_ptr<LimitRestorer> restorer;          // posts to the devices' owner threads: after them
+  std::unique_ptr<AttributionSampler> attribution;  // reads the devices: after them
   std::shared_ptr<prom::Collector> exposition;
   std::unique_ptr<PowerStreams> streams;
   std::unique_ptr<Router> router;
@@ -102,8 +103,10 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
                                                  impl->config.cpu_power_poll_hz, impl->config.stream_peer_check);
   if (impl->config.restore_limits_on_exit && impl->config.enabled.count(ApiGroup::kGpuControl))
     impl->restorer = std::make_unique<LimitRestorer>(impl->devices, impl->config.event_log);
+  if (impl->config.enabled.count(ApiGroup::kGpuRead) && impl->config.attribution_poll.count() > 0)
+    impl->attribution = std::make_unique<AttributionSampler>(impl->devices, impl->config);
   impl->router = std::make_unique<Router>(impl->config, std::move(signing_key), impl->devices, *impl->streams,
-                                          *impl->exposition, impl->restorer.get());
+                                          *impl->exposition, impl->restorer.get(), impl->attribution.get());
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
@@ -118,6 +121,7 @@ void Daemon::stop() {
   if (impl_->server) impl_->server->stop();
   impl_->server.reset();
   if (impl_->restorer) impl_->restorer->stop();  // limits owned now stay (docs/ergd.md)
+  if (impl_->attribution) impl_->attribution->stop();
   for (auto& g : impl_->devices.gpus) g.worker->drain();
 }
 

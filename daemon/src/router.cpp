@@ -94,6 +94,10 @@ Reply Router::route(const protocol::RouteInfo& route, const protocol::Query& q,
     case Route::kCpuGetCumulativeEnergy: return cpu_get_cumulative_energy(devices_, q);
     case Route::kCpuGetPower: return cpu_get_power(devices_, q, config_.cpu_power_poll_hz);
     case Route::kCpuStreamPower: return streams_.cpu_stream_power(q);
+    case Route::kAttribution:
+      if (attribution_ == nullptr)
+        return error_reply(503, "per-process attribution is off in this ergd (--attribution-poll-s 0)");
+      return attribution(*attribution_, config_, q, peer);
   }
   return error_reply(500, "internal error: route " + std::string(route.path) + " has no handler");
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "attribution.hpp"
 #include "device_slots.hpp"
 #include "erg/daemon/auth.hpp"
 #include "erg/daemon/config.hpp"
@@ -23,13 +24,15 @@ class Router final : public RequestHandler {
   /// Every reference must outlive the router. `signing_key` empty: no tokens.
   /// `restorer` may be null (limits are not restored when their setter exits).
   Router(const Config& config, std::string signing_key, const DeviceSlots& devices, PowerStreams& streams,
-         const prom::Collector& exposition, LimitRestorer* restorer = nullptr)
+         const prom::Collector& exposition, LimitRestorer* restorer = nullptr,
+         const AttributionSampler* attribution = nullptr)
       : config_(config),
         signing_key_(std::move(signing_key)),
         devices_(devices),
         streams_(streams),
         exposition_(exposition),
-        restorer_(restorer) {}
+        restorer_(restorer),
+        attribution_(attribution) {}
 
   /// Never throws: a route's exception becomes 500.
   Reply dispatch(const protocol::HttpRequest& request, const Peer& peer) override;
@@ -53,6 +56,7 @@ class Router final : public RequestHandler {
   PowerStreams& streams_;
   const prom::Collector& exposition_;
   LimitRestorer* restorer_;
+  const AttributionSampler* attribution_;  ///< nullptr: /attribution answers 503
 };
 
 }  // namespace erg::daemon

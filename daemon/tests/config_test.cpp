@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "erg/daemon/auth.hpp"
 #include "erg/daemon/daemon.hpp"
@@ -40,6 +41,28 @@ TEST(Config, BadFlagsAreClearErrors) {
   EXPECT_NE(parse({"--socket-mode", "999"}).error().message.find("octal"), std::string::npos);
   EXPECT_NE(parse({"--allow-uid", "gpu-read=abc"}).error().message.find("invalid id 'abc'"), std::string::npos);
   EXPECT_FALSE(parse({"--no-such-flag"}));
+}
+
+TEST(Config, AttributionFlags) {
+  auto d = parse({});
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->attribution_all_uids.empty());
+  EXPECT_EQ(d->attribution_poll, std::chrono::milliseconds(500));
+  EXPECT_EQ(d->attribution_retention, std::chrono::seconds(3600));
+  auto c = parse({"--attribution-all-uids", "1000,1001", "--attribution-all-gids", "77", "--attribution-poll-s", "0",
+                  "--attribution-retention-s", "60"});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->attribution_all_uids, (std::set<uid_t>{1000, 1001}));
+  EXPECT_EQ(c->attribution_all_gids, (std::set<gid_t>{77}));
+  EXPECT_EQ(c->attribution_poll, std::chrono::milliseconds(0));
+  EXPECT_EQ(c->attribution_retention, std::chrono::seconds(60));
+  auto bad = parse({"--attribution-all-uids", "10,x"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("--attribution-all-uids: invalid id 'x'"), std::string::npos)
+      << bad.error().message;
+  auto fast = parse({"--attribution-poll-s", "0.01"});
+  ASSERT_FALSE(fast);
+  EXPECT_NE(fast.error().message.find("0.05"), std::string::npos) << fast.error().message;
 }
 
 TEST(Config, PrivilegedGroupsRefusedWithoutPrivilege) {

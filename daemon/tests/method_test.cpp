@@ -76,6 +76,7 @@ std::string valid_value(std::string_view field) {
   if (field == "min_clock_mhz") return "500";
   if (field == "max_clock_mhz") return "1000";
   if (field == "block" || field == "cpu" || field == "dram") return "true";
+  if (field == "since_ms") return "0";
   ADD_FAILURE() << "no test value for field " << field << ": extend valid_value()";
   return "";
 }

@@ -16,10 +16,11 @@ constexpr P kSetClocks[] = {"gpu_ids", "min_clock_mhz", "max_clock_mhz", "block"
 constexpr P kReset[] = {"gpu_ids", "block"};
 constexpr P kCpuEnergy[] = {"cpu_ids", "cpu", "dram"};
 constexpr P kCpuEnergyRequired[] = {"cpu", "dram"};
+constexpr P kAttribution[] = {"gpu_ids", "since_ms"};
 
 constexpr std::span<const P> none() { return std::span<const P>(kNone, 0); }
 
-constexpr std::array<RouteInfo, 20> kRoutes = {{
+constexpr std::array<RouteInfo, 21> kRoutes = {{
     {Route::kDiscover, "GET", "/discover", std::nullopt, none(), none()},
     {Route::kTime, "GET", "/time", std::nullopt, none(), none()},
     {Route::kWhoami, "GET", "/auth/whoami", std::nullopt, none(), none()},
@@ -43,6 +44,7 @@ constexpr std::array<RouteInfo, 20> kRoutes = {{
      kCpuEnergyRequired},
     {Route::kCpuGetPower, "GET", "/cpu/get_power", ApiGroup::kCpuRead, kCpuIds, none()},
     {Route::kCpuStreamPower, "GET", "/cpu/stream_power", ApiGroup::kCpuRead, kCpuIds, none()},
+    {Route::kAttribution, "GET", "/attribution", ApiGroup::kGpuRead, kAttribution, none()},
 }};
 
 }  // namespace

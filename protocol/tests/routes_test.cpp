@@ -9,7 +9,7 @@ namespace erg::protocol {
 namespace {
 
 TEST(Routes, EveryZeusdRouteWithGroup) {
-  EXPECT_EQ(all_routes().size(), 20u);
+  EXPECT_EQ(all_routes().size(), 21u);
   std::set<std::string> paths;
   for (const auto& r : all_routes()) {
     paths.insert(std::string(r.path));
@@ -22,11 +22,16 @@ TEST(Routes, EveryZeusdRouteWithGroup) {
       EXPECT_EQ(r.group, ApiGroup::kGpuRead) << r.path;
     } else if (r.path.rfind("/cpu/", 0) == 0) {
       EXPECT_EQ(r.group, ApiGroup::kCpuRead) << r.path;
+    } else if (r.path == "/attribution") {  // per-process GPU energy: read like the GPU's own figures
+      EXPECT_EQ(r.group, ApiGroup::kGpuRead) << r.path;
+      EXPECT_EQ(r.method, "GET");
+    } else if (false) {
+      EXPECT_EQ(r.group, ApiGroup::kCpuRead) << r.path;
     } else {
       EXPECT_FALSE(r.group) << r.path;
     }
   }
-  EXPECT_EQ(paths.size(), 20u);
+  EXPECT_EQ(paths.size(), 21u);
   EXPECT_EQ(find_route("/gpu/nope"), nullptr);
 }
 

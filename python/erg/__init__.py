@@ -76,7 +76,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> "Any":  # lazy names and submodules: erg.sim, erg.distributed, erg.compat, erg.profile, erg.metric
+def __getattr__(name: str) -> "Any":  # lazy names and submodules: erg.sim, erg.distributed, erg.compat, erg.profile, erg.metric, erg.attribution
     import importlib
 
     if name == "_core":
@@ -85,7 +85,7 @@ def __getattr__(name: str) -> "Any":  # lazy names and submodules: erg.sim, erg.
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
-    if name in ("sim", "distributed", "compat", "profile", "metric"):
+    if name in ("sim", "distributed", "compat", "profile", "metric", "attribution"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'erg' has no attribute {name!r}")
 

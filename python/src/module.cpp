@@ -851,9 +851,10 @@ namespace erg_python {
 const erg::Inventory& inventory_of(py::handle inventory) { return inventory.cast<const PyInventory&>().inv; }
 }  // namespace erg_python
 void bind_carbon(py::module_& m);
-void bind_bso(py::module_& m);      // bso_bindings.cpp
-void bind_report(py::module_& m);   // report_bindings.cpp
-void bind_perseus(py::module_& m);  // perseus_bindings.cpp
+void bind_bso(py::module_& m);          // bso_bindings.cpp
+void bind_report(py::module_& m);       // report_bindings.cpp
+void bind_perseus(py::module_& m);      // perseus_bindings.cpp
+void bind_attribution(py::module_& m);  // attribution_bindings.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "erg's native core (private; use the `erg` package)";
@@ -1367,6 +1368,7 @@ PYBIND11_MODULE(_core, m) {
   bind_bso(m);
   bind_report(m);
   bind_perseus(m);
+  bind_attribution(m);
 
   // --- simulated machine control API ------------------------------------------------------------
   auto sim = m.def_submodule("sim", "Simulated machine control (tests and demos)");
@@ -1441,6 +1443,43 @@ PYBIND11_MODULE(_core, m) {
           "work rises with its temperature. celsius_per_s=0 ends the drift. Faithful model only.")
       .def("drift_celsius", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).drift_celsius; })
       .def("true_energy", [](Machine& mach, unsigned gpu) { return unwrap(mach.true_energy(gpu)).value(); })
+      // Per-process attribution (erg.attribution's tests): processes of the simulated driver and the truth.
+      .def(
+          "set_process",
+          [](Machine& mach, unsigned gpu, std::uint32_t pid, double share, double memory_mib) {
+            erg::sim::SimProcess p;
+            p.pid = pid;
+            p.share = share;
+            p.used_memory_bytes = static_cast<std::uint64_t>(memory_mib * 1024 * 1024);
+            unwrap(mach.set_process(gpu, p));
+          },
+          py::arg("gpu"), py::arg("pid"), py::arg("share"), py::arg("memory_mib") = 0.0,
+          "Adds (or updates) a process of the simulated driver on the GPU; its load becomes the GPU's.")
+      .def(
+          "set_mig_mode", [](Machine& mach, unsigned gpu, bool on) { unwrap(mach.set_mig_mode(gpu, on)); },
+          py::arg("gpu"), py::arg("enabled"),
+          "MIG mode: while on, the driver reports no per-process utilization (as on hardware).")
+      .def(
+          "remove_process",
+          [](Machine& mach, unsigned gpu, std::uint32_t pid) { unwrap(mach.remove_process(gpu, pid)); }, py::arg("gpu"),
+          py::arg("pid"))
+      .def(
+          "process_truth_at",
+          [](Machine& mach, unsigned gpu, double time, bool wall) {
+            // `wall`: seconds since the epoch (a reading's update time) → sim time.
+            auto t = nanos(time);
+            if (wall) t -= mach.wall_now() - mach.now();
+            auto truth = unwrap(mach.process_truth_at(gpu, t));
+            py::dict d, procs;
+            d["idle"] = truth.idle.value();
+            d["unattributed"] = truth.unattributed.value();
+            for (const auto& p : truth.processes) procs[py::int_(p.pid)] = p.energy.value();
+            d["processes"] = procs;
+            return d;
+          },
+          py::arg("gpu"), py::arg("time"), py::arg("wall") = true,
+          "The simulator's per-process truth at the counter update nearest `time` (wall: s since the epoch, "
+          "else sim time; the latest ~12.8 s): idle, unattributed, {pid: energy above idle}.")
       .def("rail_labels", &Machine::rail_labels, "The simulated Jetson's rail labels (empty without one).")
       .def(
           "set_rail_power",
@@ -1466,6 +1505,7 @@ PYBIND11_MODULE(_core, m) {
              d["power_jitter"] = seconds(i.power_jitter);
              d["gain"] = i.gain;
              d["partial_sampling"] = i.partial_sampling;
+             d["last_update"] = seconds(i.last_update);  // sim time of the latest counter update
              return d;
            })
       .def("mean_power", [](Machine& mach, unsigned gpu) { return unwrap(mach.status(gpu)).mean_power.value(); })

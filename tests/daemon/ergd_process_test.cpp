@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -19,7 +20,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -373,7 +377,8 @@ TEST_F(ErgdProcess, SocketDirectoryOthersMayWriteToIsRefusedOrWarnedNamingIt) {
 }
 
 TEST_F(ErgdProcess, SsePollsOnlyWhileSubscribed) {
-  auto ergd = start_ergd({"--gpu-power-poll-hz", "50"});
+  // /attribution's sampler reads every GPU's counter (a field value) all the time: off here.
+  auto ergd = start_ergd({"--gpu-power-poll-hz", "50", "--attribution-poll-s", "0"});
   // Instant power is read with nvmlDeviceGetFieldValues (or GetPowerUsage on old drivers).
   auto count = [&](unsigned gpu) {
     return *machine_->call_count(gpu, sim::SimCall::kGetPowerUsage) +
@@ -483,6 +488,96 @@ TEST_F(ErgdProcess, TokenIssuedByErgdOpensTheTcpListener) {
                                       "/short.key --user alice --scope gpu-read");
   EXPECT_EQ(short_key.exit_code, 1);
   EXPECT_NE(short_key.err.find("too short"), std::string::npos) << short_key.err;
+}
+
+// Issue 23, acceptance 4: /attribution shows a client only its own processes (SO_PEERCRED uid),
+// others' folded into one "other users" figure so the sums still match the GPU's energy; root sees
+// every process, and so does nobody once --attribution-all-uids names it. Three `erg simulate
+// load` GPU processes share simulated GPU 0: two of root's, one of nobody's. The client is
+// ergd_probe (the client library's get_attribution) run as nobody.
+TEST_F(ErgdProcess, AttributionShowsNobodyOnlyItsOwnProcessesUnlessAllowed) {
+  const passwd* pw = ::getpwnam("nobody");
+  ASSERT_NE(pw, nullptr) << "no user nobody";
+  const std::uint32_t nobody = pw->pw_uid;
+  auto ergd = start_ergd({"--attribution-poll-s", "0.2"});
+  const std::string load = std::string(ERG_CLI_PATH) + " simulate load --gpus 0 --seconds 120 --share ";
+  testing::BackgroundShell root_a("exec " + load + "0.4");
+  testing::BackgroundShell root_b("exec " + load + "0.2");
+  // setpriv execs in place: the shell's pid is the load's.
+  testing::BackgroundShell mine("exec setpriv --reuid=nobody --regid=nogroup --clear-groups -- " + load + "0.3");
+  const std::set<std::uint32_t> all = {static_cast<std::uint32_t>(root_a.pid()),
+                                       static_cast<std::uint32_t>(root_b.pid()),
+                                       static_cast<std::uint32_t>(mine.pid())};
+  const auto own = static_cast<std::uint32_t>(mine.pid());
+
+  // ergd_probe attribution as `user` ("" = root): the parsed reply, once `ready` holds (≤ 15 s).
+  auto ask = [&](const std::string& user, const std::function<bool(const json&)>& ready) {
+    std::string prefix = user.empty() ? "" : "setpriv --reuid=" + user + " --regid=nogroup --clear-groups -- ";
+    json j;
+    for (int i = 0; i < 75; ++i) {
+      auto r = testing::run_shell(prefix + "env ERG_DAEMON_SOCK=" + socket_ + " " + ERGD_PROBE_PATH + " attribution");
+      j = json::parse(r.out, nullptr, false);
+      if (r.exit_code == 0 && !j.is_discarded() && ready(j)) return j;
+      std::this_thread::sleep_for(200ms);
+    }
+    ADD_FAILURE() << "no ready /attribution reply for " << (user.empty() ? "root" : user) << ": " << j.dump();
+    return j;
+  };
+  auto pids = [](const json& j) {
+    std::set<std::uint32_t> out;
+    for (const auto& p : j["gpus"]["0"]["pids"]) out.insert(p["pid"].get<std::uint32_t>());
+    return out;
+  };
+  auto all_busy = [&](const json& j) {
+    if (!j.contains("gpus") || !j["gpus"].contains("0")) return false;
+    for (const auto& p : j["gpus"]["0"]["pids"])
+      if (!(p["energy_j"].get<double>() > 0)) return false;
+    return true;
+  };
+  auto sums_match = [](const json& g) {
+    EXPECT_NEAR(g["sum_j"].get<double>(), g["measured_j"].get<double>(), 1e-9 * g["measured_j"].get<double>() + 1e-9)
+        << g.dump();
+  };
+
+  // As nobody: its own process alone, root's two folded into "other users".
+  json as_nobody = ask("nobody", [&](const json& j) {
+    return all_busy(j) && pids(j) == std::set<std::uint32_t>{own} && j["gpus"]["0"]["other_pids"] == 2 &&
+           j["gpus"]["0"]["other_j"].get<double>() > 0;
+  });
+  EXPECT_EQ(as_nobody["sees_all_processes"], false);
+  EXPECT_EQ(as_nobody["uid"], nobody);
+  ASSERT_EQ(as_nobody["gpus"]["0"]["pids"].size(), 1u) << as_nobody.dump();
+  EXPECT_EQ(as_nobody["gpus"]["0"]["pids"][0]["uid"], nobody);
+  EXPECT_EQ(as_nobody["gpus"]["0"]["pids"][0]["comm"], "erg");
+  sums_match(as_nobody["gpus"]["0"]);
+  for (const char* other : {"1", "2", "3"}) EXPECT_TRUE(as_nobody["gpus"][other]["pids"].empty()) << other;
+
+  // As root: all three, nothing folded. GPU 1 with MIG on: not attributable, with the reason.
+  ASSERT_TRUE(machine_->set_mig_mode(1, true));
+  json as_root = ask("", [&](const json& j) {
+    return all_busy(j) && pids(j) == all && j["gpus"].contains("1") && j["gpus"]["1"]["attributable"] == false;
+  });
+  EXPECT_NE(as_root["gpus"]["1"]["error"].get<std::string>().find("MIG"), std::string::npos) << as_root.dump();
+  EXPECT_TRUE(as_root["gpus"]["1"]["pids"].empty());
+  EXPECT_GT(as_root["gpus"]["1"]["measured_j"].get<double>(), 0.0) << "the GPU's energy, never 0";
+  ASSERT_TRUE(machine_->set_mig_mode(1, false));
+  EXPECT_EQ(as_root["sees_all_processes"], true);
+  EXPECT_EQ(as_root["gpus"]["0"]["other_pids"], 0);
+  for (const auto& p : as_root["gpus"]["0"]["pids"]) EXPECT_EQ(p["uid"], p["pid"] == own ? nobody : 0u) << p.dump();
+  sums_match(as_root["gpus"]["0"]);
+  // The larger share got more energy (0.4 vs 0.2 of the same time on the same GPU).
+  std::map<std::uint32_t, double> e;
+  for (const auto& p : as_root["gpus"]["0"]["pids"]) e[p["pid"]] = p["energy_j"];
+  EXPECT_GT(e[static_cast<std::uint32_t>(root_a.pid())], e[static_cast<std::uint32_t>(root_b.pid())]);
+
+  // nobody allowed by the flag: it sees all three.
+  ::kill(ergd->pid, SIGTERM);
+  ASSERT_EQ(ergd->wait_exit(), 0) << ergd->output();
+  ergd = start_ergd({"--attribution-poll-s", "0.2", "--attribution-all-uids", std::to_string(nobody)});
+  json allowed = ask("nobody", [&](const json& j) { return all_busy(j) && pids(j) == all; });
+  EXPECT_EQ(allowed["sees_all_processes"], true);
+  EXPECT_EQ(allowed["gpus"]["0"]["other_pids"], 0);
+  sums_match(allowed["gpus"]["0"]);
 }
 
 // Issue 15: a power-limit optimizer killed with SIGKILL in the middle of profiling cannot restore

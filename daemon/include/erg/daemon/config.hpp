@@ -66,6 +66,18 @@ struct Config {
   std::optional<std::string> metrics_node;
   /// /metrics: extra labels on every series (`--metrics-label k=v`, repeatable).
   std::map<std::string, std::string> metrics_labels;
+  /// GET /attribution: uids and gids (primary or supplementary) that see every process's row;
+  /// other peers see their own processes and one "other users" row (root always sees all).
+  /// `--attribution-all-uids`, `--attribution-all-gids`.
+  std::set<uid_t> attribution_all_uids;
+  std::set<gid_t> attribution_all_gids;
+  /// How often ergd reads each GPU's counter and per-process samples for /attribution (0: never,
+  /// for tests that poll by hand). `--attribution-poll-s`.
+  std::chrono::milliseconds attribution_poll{500};
+  /// How far back /attribution can reach (`--attribution-retention-s`).
+  std::chrono::seconds attribution_retention{3600};
+  /// Where ergd reads processes' owners, commands and cgroups (tests: a fake tree).
+  std::string proc_root = "/proc";
   /// Where ergd's event lines go (each restored limit); run_main prints them to stderr. Empty:
   /// dropped.
   std::function<void(const std::string&)> event_log;

@@ -4,12 +4,14 @@
 ///
 /// Threads: one owner thread per GPU runs its setters in order (fed by a queue); reads call
 /// the device from the connection's thread (NVML and RaplCpu are thread-safe); one power
-/// poller per device runs only while an SSE subscriber listens; one thread per connection.
+/// poller per device runs only while an SSE subscriber listens; one thread per connection; one
+/// attribution sampler reads every GPU's counter and per-process samples for /attribution
+/// (Config::attribution_poll; 0 turns it off).
 ///
 /// Inside (daemon/src): a server (server.cpp, listeners.cpp, connection.cpp) that knows
 /// nothing of devices and calls a RequestHandler; the router (router.cpp), which is that
 /// handler; one file per API group (discovery_routes, gpu_read_routes, gpu_control_routes,
-/// cpu_routes, streaming, metrics_routes); the Prometheus exposition on its own.
+/// cpu_routes, streaming, metrics_routes, attribution); the Prometheus exposition on its own.
 
 #include <sys/types.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-/// The routes of ergd (zeusd v0.5 API plus /metrics), their methods and API groups.
+/// The routes of ergd (zeusd v0.5 API plus /metrics and /attribution), their methods and API groups.
 
 #include <optional>
 #include <span>
@@ -40,6 +40,7 @@ enum class Route {
   kCpuGetCumulativeEnergy,
   kCpuGetPower,
   kCpuStreamPower,
+  kAttribution,
 };
 
 struct RouteInfo {
