@@ -197,20 +197,24 @@ TEST(Jetson, CollectorExportsRailEnergyAndPower) {
   o.socs = rig.devs.inventory.socs;
   auto collector = prom::Collector::create({}, {}, o);
   ASSERT_TRUE(collector) << collector.error().message;
+  // The truth read on both sides of each scrape: on a loaded machine a scrape takes a while, and
+  // its energy edge lies somewhere inside it.
+  const auto t0a = rig.truth();
   const auto first = (*collector)->Collect();
-  const auto t0 = rig.truth();
+  const auto t0b = rig.truth();
   std::this_thread::sleep_for(1500ms);
+  const auto t1a = rig.truth();
   const auto second = (*collector)->Collect();
-  const auto t1 = rig.truth();
+  const auto t1b = rig.truth();
   for (const auto& r : rails) {
     auto e0 = rail_value(first, prom::names::kSocEnergy, r.name);
     auto e1 = rail_value(second, prom::names::kSocEnergy, r.name);
     ASSERT_TRUE(e0 && e1) << r.name;
     EXPECT_EQ(*e0, 0.0) << "every energy series starts at 0";
-    const double truth = t1.at(r.name) - t0.at(r.name);
-    std::printf("  %-16s exported %8.3f J  true %8.3f J  error %+.3f %%\n", r.name.c_str(), *e1 - *e0, truth,
-                100.0 * ((*e1 - *e0) / truth - 1.0));
-    EXPECT_NEAR((*e1 - *e0) / truth, 1.0, 0.03) << r.name;
+    const double lo = t1a.at(r.name) - t0b.at(r.name), hi = t1b.at(r.name) - t0a.at(r.name);
+    std::printf("  %-16s exported %8.3f J  true %8.3f to %8.3f J\n", r.name.c_str(), *e1 - *e0, lo, hi);
+    EXPECT_GE(*e1 - *e0, lo * 0.97) << r.name;
+    EXPECT_LE(*e1 - *e0, hi * 1.03) << r.name;
   }
   auto gpu_w = rail_value(second, prom::names::kSocPower, "VDD_GPU_SOC");
   auto cpu_w = rail_value(second, prom::names::kSocPower, "VDD_CPU_CV");
