@@ -268,10 +268,12 @@ void run_in_tmux(const std::string& keys) {
   Tmux tmux;
   const std::string d = tmux.dir();
   // The shell keeps going after Ctrl-C (`trap :`; erg top gets the default action back at exec),
-  // records the exit status and the terminal settings before and after, and stays for capture.
+  // records the exit status and the terminal settings before and after (each file complete when
+  // it appears: written aside, then renamed), and stays for capture.
   const std::string script = sim.exports() + "trap : INT; stty -g > " + d + "/before; echo MARK-BEFORE; " + erg() +
                              " top --interval 0.5; echo $? > " + d + "/status.tmp; mv " + d + "/status.tmp " + d +
-                             "/status; stty -g > " + d + "/after; echo MARK-AFTER; sleep 120";
+                             "/status; stty -g > " + d + "/after.tmp; mv " + d + "/after.tmp " + d +
+                             "/after; echo MARK-AFTER; sleep 120";
   auto started =
       run_shell(tmux.cmd("new-session -d -s top -x 160 -y 40 " + shell_quote("sh -c " + shell_quote(script))));
   ASSERT_EQ(started.exit_code, 0) << started.err;
