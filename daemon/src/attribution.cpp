@@ -287,9 +287,12 @@ Reply attribution(const AttributionSampler& sampler, const Config& config, const
     if (raw->empty() || r.ec != std::errc() || r.ptr != raw->data() + raw->size() || ms > (1ull << 53))
       return error_reply(400, "since_ms must be milliseconds since the Unix epoch (a non-negative integer), got '" +
                                   std::string(*raw) + "'");
-    since = std::chrono::milliseconds(ms);
-    if (*since > std::chrono::duration_cast<nanoseconds>(std::chrono::system_clock::now().time_since_epoch()))
+    // Compared in milliseconds first: a far-future value would overflow nanoseconds.
+    const auto now_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+    if (ms > static_cast<std::uint64_t>(now_ms.count()))
       return error_reply(400, "since_ms " + std::string(*raw) + " is in the future");
+    since = std::chrono::milliseconds(ms);
   }
   const bool all = sees_all_processes(config, peer);
   nlohmann::json gpus = nlohmann::json::object();

@@ -75,7 +75,9 @@ TEST(SimulateLoadShare, RunsAsAGpuProcessUntilItExits) {
   EXPECT_NEAR(sim.machine->status(1)->utilization, 0.0, 1e-12);
   // While it ran, the driver sampled it.
   bool sampled = false;
-  for (const auto& s : *sim.machine->utilization_samples(1)) sampled = sampled || (s.pid == pid && s.sm_percent == 35);
+  const auto samples = sim.machine->utilization_samples(1);  // held: a range-for over *temporary would dangle
+  ASSERT_TRUE(samples);
+  for (const auto& s : *samples) sampled = sampled || (s.pid == pid && s.sm_percent == 35);
   EXPECT_TRUE(sampled);
 }
 

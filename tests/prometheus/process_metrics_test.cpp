@@ -342,7 +342,9 @@ TEST(PrometheusProcessMetrics, ErgExporterShowsARealProcessUntilItExits) {
   bool dropped = false;  // the simulated driver drops a dead process, as a real one does
   for (int i = 0; i < 200 && !dropped; ++i) {
     dropped = true;
-    for (const auto& p : *machine->processes(0)) dropped = dropped && p.pid != static_cast<std::uint32_t>(load.pid());
+    const auto listed = machine->processes(0);  // held: a range-for over *temporary would dangle
+    ASSERT_TRUE(listed);
+    for (const auto& p : *listed) dropped = dropped && p.pid != static_cast<std::uint32_t>(load.pid());
     if (!dropped) std::this_thread::sleep_for(50ms);
   }
   ASSERT_TRUE(dropped);
