@@ -70,9 +70,11 @@ TEST(InferUpdatePeriod, ALatePollDoesNotShortenThePeriod) {
   });
   auto p = infer_update_period(*gpu, milliseconds(1000));
   ASSERT_TRUE(p);
-  // Two brackets of at most 1.5 ms each: the period ± 1.5 ms.
-  EXPECT_GE(p->count(), 18'500);
-  EXPECT_LE(p->count(), 21'500);
+  // Two brackets of at most 1.5 ms each give the period ± 1.5 ms on a quiet machine; a loaded one
+  // preempts the poller beyond the injected stalls (17.5 ms seen in CI). A late poll taken for
+  // the period would give ~11 ms: ± 4 ms still tells the two apart.
+  EXPECT_GE(p->count(), 16'000);
+  EXPECT_LE(p->count(), 24'000);
 }
 
 }  // namespace

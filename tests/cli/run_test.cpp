@@ -341,7 +341,9 @@ TEST(ErgPower, ADevicesFirstSampleIsNullNotZero) {
       for (const char* key : {"cpu0_power_w", "dram0_power_w", "gpu0_power_w"}) {
         ASSERT_TRUE(j.contains(key)) << row;
         if (!j[key].is_null()) {
-          EXPECT_GT(j[key].get<double>(), 1.0) << key << " in " << row;
+          // Above 0: power from two RAPL readings 2 ms apart is coarse (0.45 W seen for DRAM),
+          // but never the 0.0 W this test is about.
+          EXPECT_GT(j[key].get<double>(), 0.0) << key << " in " << row;
         }
       }
     }
