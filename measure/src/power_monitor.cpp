@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "gpu_selection.hpp"
 
@@ -539,21 +541,24 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
   std::optional<std::chrono::nanoseconds> last_stamp;
   std::optional<std::chrono::nanoseconds> stamp_shortest;
   int stamp_changes = 0;
-  // A value change shows that an update happened between the start of the previous read and
-  // the end of this one. Only changes bracketed that tightly (the poll was not delayed, e.g. by
-  // preemption) give an interval: a late poll followed by a prompt one would otherwise look like
-  // a short period. When no change was bracketed tightly (a starved process), the shortest
-  // interval between any two changes is the fallback.
+  // A value change shows that an update happened inside a bracket: from the start of the
+  // previous read to the end of this one. Two changes in a row were at least one period apart,
+  // so the interval between them lies in [lo, hi] = [B.start - A.end, B.end - A.start], and
+  // hi >= period for every pair. A late poll (preemption) widens a bracket: it lowers that
+  // pair's lo and raises its hi, never the other way. So the period lies between
+  //   L = the largest lo among pairs that may be one period apart (lo <= min hi), and
+  //   H = the smallest hi,
+  // and the estimate is the middle of [L, H]. A late poll followed by a prompt one cannot
+  // shorten it, however many there are; a quiet machine gives a bracket of a few hundred µs.
   constexpr auto kTightBracket = std::chrono::microseconds(1500);
-  struct Change {
-    clock::time_point at;  // the bracket's middle
-    bool tight;
+  struct Bracket {
+    clock::time_point from;
+    clock::time_point to;
   };
   std::optional<double> last_value;
   std::optional<clock::time_point> last_read_start;
-  std::optional<Change> last_change;
-  std::optional<std::chrono::nanoseconds> tight_shortest;
-  std::optional<std::chrono::nanoseconds> loose_shortest;
+  std::optional<Bracket> last_change;
+  std::vector<std::pair<std::chrono::nanoseconds, std::chrono::nanoseconds>> pairs;  // (lo, hi)
   int tight_intervals = 0;
   int polls = 0;
   // Poll with a short sleep (not a busy loop) until a few updates were seen or time is up.
@@ -576,13 +581,14 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
     }
     const double v = p->power.value();
     if (last_value && v != *last_value) {
-      const auto width = read_end - *last_read_start;
-      const Change change{*last_read_start + width / 2, width <= kTightBracket};
+      const Bracket change{*last_read_start, read_end};
       if (last_change) {
-        const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(change.at - last_change->at);
-        auto& shortest = change.tight && last_change->tight ? tight_shortest : loose_shortest;
-        if (!shortest || interval < *shortest) shortest = interval;
-        if (change.tight && last_change->tight) ++tight_intervals;
+        using std::chrono::duration_cast;
+        using std::chrono::nanoseconds;
+        pairs.emplace_back(duration_cast<nanoseconds>(change.from - last_change->to),
+                           duration_cast<nanoseconds>(change.to - last_change->from));
+        const auto tight = [&](const Bracket& b) { return b.to - b.from <= kTightBracket; };
+        if (tight(change) && tight(*last_change)) ++tight_intervals;
       }
       last_change = change;
     }
@@ -590,7 +596,16 @@ std::optional<std::chrono::microseconds> infer_update_period(Gpu& gpu, std::chro
     last_read_start = read_start;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  const std::optional<std::chrono::nanoseconds> value_shortest = tight_shortest ? tight_shortest : loose_shortest;
+  std::optional<std::chrono::nanoseconds> value_shortest;
+  if (!pairs.empty()) {
+    auto high = pairs.front().second;
+    for (const auto& [lo, hi] : pairs) high = std::min(high, hi);
+    auto low = std::chrono::nanoseconds::min();
+    for (const auto& [lo, hi] : pairs)
+      if (lo <= high) low = std::max(low, lo);
+    low = std::max(low, std::chrono::nanoseconds(0));
+    value_shortest = low + (high - low) / 2;
+  }
   const bool stamps_track_updates = stamp_shortest && stamps_track();
   std::optional<std::chrono::nanoseconds> shortest = stamps_track_updates ? stamp_shortest : value_shortest;
   if (!shortest) return std::nullopt;

@@ -55,24 +55,54 @@ TEST(PowerMonitorCpu, AnIoGlitchIsSkippedAndARepeatedOneStopsTheCpu) {
   EXPECT_EQ(errors[0].error.code, ErrorCode::kIo);
 }
 
-TEST(InferUpdatePeriod, ALatePollDoesNotShortenThePeriod) {
-  // The power changes every 20 ms. Every 40th read stalls 9 ms after taking its value, as a
-  // preempted poller does: its change is seen late, and the next change, seen promptly, looks
-  // 11 ms after it. Only changes bracketed by two prompt reads may give the period.
+// A fake GPU whose power steps every 20 ms of real time, and whose every `stall_every`th read
+// stalls 9 ms after taking its value, as a preempted poller does: that change is seen late, and
+// the next one, seen promptly, looks 11 ms after it.
+std::shared_ptr<sim::FakeGpu> stalling_gpu(int stall_every, std::chrono::milliseconds stall) {
   auto gpu = std::make_shared<sim::FakeGpu>(0, false);
   const auto t0 = std::chrono::steady_clock::now();
-  int reads = 0;
-  gpu->set_power_source([&] {
+  auto reads = std::make_shared<int>(0);
+  gpu->set_power_source([t0, reads, stall_every, stall] {
     const auto since = std::chrono::steady_clock::now() - t0;
     const double mw = 50000.0 + 1000.0 * std::floor(std::chrono::duration<double>(since).count() / 0.020);
-    if (++reads % 40 == 0) std::this_thread::sleep_for(milliseconds(9));
+    if (++*reads % stall_every == 0) std::this_thread::sleep_for(stall);
     return mw;
+  });
+  return gpu;
+}
+
+TEST(InferUpdatePeriod, ALatePollDoesNotShortenThePeriod) {
+  auto gpu = stalling_gpu(40, milliseconds(9));
+  auto p = infer_update_period(*gpu, milliseconds(1000));
+  ASSERT_TRUE(p);
+  // Each change lies in its read bracket, so the period lies between the largest lower bound and
+  // the smallest upper bound of the intervals (a stall only widens a bracket). On a quiet machine
+  // brackets are a few hundred µs; a loaded one preempts the poller beyond the injected stalls.
+  // A late poll taken for the period would give ~11 ms: ± 4 ms still tells the two apart.
+  EXPECT_GE(p->count(), 16'000);
+  EXPECT_LE(p->count(), 24'000);
+}
+
+TEST(InferUpdatePeriod, EveryOtherChangeSeenLateStillGivesThePeriod) {
+  // The power steps every 20 ms; the read that first sees every other step stalls 15 ms after
+  // taking its value. No two changes in a row are then bracketed by prompt reads, and the
+  // middles of the brackets alternate 12.5 and 27.5 ms apart: the shortest interval between
+  // changes (the estimator before brackets were intersected) was ~12.5 ms. Intersected, the
+  // prompt side of each pair bounds the period on one side and the late side does not move it.
+  auto gpu = std::make_shared<sim::FakeGpu>(0, false);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seen = std::make_shared<long>(-1);
+  gpu->set_power_source([t0, seen] {
+    const auto since = std::chrono::steady_clock::now() - t0;
+    const long step = static_cast<long>(std::floor(std::chrono::duration<double>(since).count() / 0.020));
+    if (step != *seen) {
+      *seen = step;
+      if (step % 2 == 0) std::this_thread::sleep_for(milliseconds(15));
+    }
+    return 50000.0 + 1000.0 * static_cast<double>(step);
   });
   auto p = infer_update_period(*gpu, milliseconds(1000));
   ASSERT_TRUE(p);
-  // Two brackets of at most 1.5 ms each give the period ± 1.5 ms on a quiet machine; a loaded one
-  // preempts the poller beyond the injected stalls (17.5 ms seen in CI). A late poll taken for
-  // the period would give ~11 ms: ± 4 ms still tells the two apart.
   EXPECT_GE(p->count(), 16'000);
   EXPECT_LE(p->count(), 24'000);
 }
