@@ -351,9 +351,14 @@ TEST(ErgPower, ADevicesFirstSampleIsNullNotZero) {
 }
 
 TEST(ErgPower, CtrlCPrintsTotals) {
-  auto r =
-      run_shell(clean_env() + erg() +
-                " --simulate 1xA100 power --interval 0.1 & pid=$!; sleep 1; kill -INT $pid; wait $pid; echo rc=$?");
+  // A background job of a non-interactive shell starts with SIGINT ignored, so a Ctrl-C sent
+  // before erg blocks it for sigtimedwait is lost (and erg, with no --count, runs on). erg blocks
+  // it before it prints anything: the interrupt goes after the first line (at most 30 s).
+  testing::TempDir dir;
+  const std::string out = shell_quote(dir.path() + "/out");
+  auto r = run_shell(clean_env() + erg() + " --simulate 1xA100 power --interval 0.1 >" + out +
+                     " & pid=$!; i=0; while [ ! -s " + out +
+                     " ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid; echo rc=$?");
   EXPECT_NE(r.out.find("rc=0"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.err.find("total time"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("total energy"), std::string::npos) << r.err;
