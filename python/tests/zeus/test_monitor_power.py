@@ -63,7 +63,10 @@ def test_attributes_and_timelines(busy):
         assert set(everything) == {"device_instant"} and set(everything["device_instant"]) == {2, 3}
         assert set(pm.get_all_power_timelines(gpu_index=3)["device_instant"]) == {3}
         p = pm.get_power()
-        assert set(p) == {2, 3} and p[2] == pytest.approx(busy.power(2), rel=0.05) and p[2] > p[3]
+        # busy.power(2) is the model's power in the current 1 ms step (noise σ 1.5 %); the reading
+        # carries the sensor's gain error (up to ±2 %) and is up to one update old: 5.4 % apart was
+        # seen on a loaded machine, so 10 % (the gap to the idle GPU is far larger).
+        assert set(p) == {2, 3} and p[2] == pytest.approx(busy.power(2), rel=0.1) and p[2] > p[3]
         e = pm.get_energy(t0 + 0.1, t1)
         assert e[2] == pytest.approx(busy.power(2) * (t1 - t0 - 0.1), rel=0.1)
     finally:
