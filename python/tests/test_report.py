@@ -22,7 +22,7 @@ def test_record_and_report(tmp_path, machine):
                 m = mon.end_window("work")
                 rec.add_measurement(m)
                 rec.flush()  # a second batch comes with close()
-                time.sleep(0.1)
+                time.sleep(0.3)  # samples after the window: the timeline outlasts it (last >= 0.4)
                 rec.add_event("power_limit.profile", {"power_limit_w": 300, "energy_j": 10.0, "time_s": 1.0})
                 rec.add_event("power_limit.profile", {"power_limit_w": 250, "energy_j": 8.0, "time_s": 1.1})
                 rec.add_event("power_limit.chosen", {"power_limit_w": 250})
