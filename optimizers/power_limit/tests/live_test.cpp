@@ -80,7 +80,8 @@ struct LiveCase {
   std::string spec;
   std::string selector;
   /// false: the sensor cannot resolve the true pick (see the A100 case below); the pick must
-  /// then cost at most 1.5 % more true energy than the true optimum.
+  /// then cost at most 1.5 % more true energy than the true optimum. An energy case whose true
+  /// runner-up is within 1.5 % of the optimum is checked the same way.
   bool exact = true;
 };
 
@@ -109,7 +110,17 @@ TEST_P(Live, SettlesOnTheSelectorsPickFromTheTrueProfile) {
                 measured[i].energy.value(), measured[i].time.count());
   std::printf("  %s %s: true pick %.0f W, optimizer %.0f W (simulated)\n", spec.c_str(), name.c_str(), want.value(),
               got.value());
-  if (GetParam().exact) {
+  // Energy selector: when another limit's true energy is within the sensor's resolution of the
+  // best (V100: 1304.0 J at 125 W against 1305.9 J at 100 W, 0.14 % apart, while an 8-13 s
+  // window of this load reads 0.6-1.3 % high depending on the limit), the pick is a coin toss
+  // between them and only the bound below is meaningful.
+  bool near_tie = false;
+  if (name == "energy") {
+    double best = 1e300;
+    for (const auto& m : truth) best = std::min(best, m.energy.value());
+    for (const auto& m : truth) near_tie |= m.power_limit != want && m.energy.value() <= 1.015 * best;
+  }
+  if (GetParam().exact && !near_tie) {
     EXPECT_EQ(got.value(), want.value()) << spec << " " << name;
   } else {
     double at_pick = 0, best = 1e300;
