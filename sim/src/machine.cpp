@@ -34,6 +34,8 @@ namespace {
 // Real-clock mode: the lease holder rewrites the powercap files every RAPL update period
 // (hardware.md §4.3: "about every 1 ms"; the MSR time unit is 2^-10 s).
 constexpr std::chrono::nanoseconds kPowercapQuantum{detail::kRaplPeriodNs};
+/// Where a machine created on the virtual clock starts (1000 s: any fixed value).
+constexpr std::int64_t kVirtualOrigin = 1'000'000'000'000;
 // A lease holder that has not refreshed for this long is presumed stuck or gone.
 constexpr std::int64_t kLeaseStaleNs = 200'000'000;
 // RAPL units as the kernel applies them (intel_rapl_common): packages count in 61.035 µJ
@@ -524,8 +526,15 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   const bool faithful = spec.model.kind == ModelKind::kFaithful;
   timespec wall{};
   ::clock_gettime(CLOCK_REALTIME, &wall);
-  const std::int64_t now = detail::monotonic_ns();
+  // On the virtual clock, time starts at a fixed origin and the wall offset is whole
+  // milliseconds: times computed in floating point from absolute nanoseconds (by the model, by a
+  // monitor sleeping until a predicted update) then round the same way in every run. From
+  // CLOCK_MONOTONIC they rounded differently (1 ns apart, then diverging), and two machines of
+  // one seed driven the same way were not identical. Wall time stays right to the millisecond.
+  const std::int64_t mono = detail::monotonic_ns();
+  const std::int64_t now = virtual_clock ? kVirtualOrigin : mono;
   s->wall_offset_ns = static_cast<std::int64_t>(wall.tv_sec) * 1'000'000'000LL + wall.tv_nsec - now;
+  if (virtual_clock) s->wall_offset_ns -= s->wall_offset_ns % 1'000'000;
   s->created_ns = now;
   s->virtual_clock = virtual_clock ? 1 : 0;
   s->virtual_ns = now;
