@@ -531,8 +531,7 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
   // monitor sleeping until a predicted update) then round the same way in every run. From
   // CLOCK_MONOTONIC they rounded differently (1 ns apart, then diverging), and two machines of
   // one seed driven the same way were not identical. Wall time stays right to the millisecond.
-  const std::int64_t mono = detail::monotonic_ns();
-  const std::int64_t now = virtual_clock ? kVirtualOrigin : mono;
+  const std::int64_t now = virtual_clock ? kVirtualOrigin : detail::monotonic_ns();
   s->wall_offset_ns = static_cast<std::int64_t>(wall.tv_sec) * 1'000'000'000LL + wall.tv_nsec - now;
   if (virtual_clock) s->wall_offset_ns -= s->wall_offset_ns % 1'000'000;
   s->created_ns = now;
