@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gpu_routes.hpp"
 #include "replies.hpp"
@@ -11,16 +13,39 @@
 namespace erg::daemon {
 namespace {
 
-/// Appends decimal `v` to `out`.
-void put_u64(std::string& out, std::uint64_t v) {
-  char num[24];
-  out.append(num, std::to_chars(num, num + sizeof num, v).ptr);
-}
+/// Writes a JSON body into a buffer sized up front: literals of known length are copied
+/// inline and numbers go straight in with std::to_chars, so building a reply makes no library
+/// call per piece (std::string::append is an out-of-line call with a length check each time).
+class BodyWriter {
+ public:
+  explicit BodyWriter(char* at) : p_(at) {}
+  template <std::size_t N>
+  void lit(const char (&s)[N]) {
+    std::memcpy(p_, s, N - 1);
+    p_ += N - 1;
+  }
+  void ch(char c) { *p_++ = c; }
+  void u64(std::uint64_t v) {
+    if (v < 10)  // a GPU id, mostly
+      *p_++ = static_cast<char>('0' + v);
+    else
+      p_ = std::to_chars(p_, p_ + 20, v).ptr;
+  }
+  [[nodiscard]] char* end() const { return p_; }
+
+ private:
+  char* p_;
+};
+
+/// The most one entry's fields write: two `"<name>":<u64>` pairs.
+constexpr std::size_t kMaxFieldsBytes = 2 * (32 + 20);
+/// `,"<id>":{` + fields + `}`.
+constexpr std::size_t kMaxEntryBytes = 2 + 10 + 3 + kMaxFieldsBytes + 1;
 
 /// The per-GPU reads: `{"<id>":{<fields>},...}` with the ids in the order of their decimal
 /// strings and the fields sorted, the bytes nlohmann::json::dump() would write. Built directly:
-/// this is the hot path of a polling client. `read(gpu)` returns a Result; `fields(body, value)`
-/// appends the entry's fields without braces.
+/// this is the hot path of a polling client. `read(gpu)` returns a Result; `fields(out, value)`
+/// writes the entry's fields without braces, at most kMaxFieldsBytes.
 template <class Read, class Fields>
 Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read read, Fields fields) {
   const std::size_t count = devices.gpus.size();
@@ -34,9 +59,19 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
     std::sort(ids.begin(), ids.end(), [](unsigned a, unsigned b) { return std::to_string(a) < std::to_string(b); });
   const std::size_t n = ids.empty() ? count : ids.size();
   std::map<unsigned, Error> errors;
-  std::string body;
-  body.reserve(16 + n * 48);
-  body += '{';
+  // Written on the stack (bounded by kMaxEntryBytes per GPU), then copied once into a body of
+  // its exact size: sizing a string up front would zero-fill the whole bound first.
+  constexpr std::size_t kStackGpus = 16;
+  std::vector<char> spill;  // more GPUs than kStackGpus: rare, the heap
+  char stack_buf[2 + kStackGpus * kMaxEntryBytes];
+  char* start = stack_buf;
+  if (n > kStackGpus) {
+    spill.resize(2 + n * kMaxEntryBytes);
+    start = spill.data();
+  }
+  BodyWriter out(start);
+  out.ch('{');
+  bool first = true;
   for (std::size_t k = 0; k < n; ++k) {
     unsigned id = ids.empty() ? static_cast<unsigned>(k) : ids[k];
     Gpu& gpu = *devices.gpus[id].gpu;
@@ -45,14 +80,16 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
       errors.emplace(id, std::move(value.error()));
       continue;
     }
-    if (body.size() > 1) body += ',';
-    body += '"';
-    put_u64(body, id);
-    body += "\":{";
-    fields(body, *value);
-    body += '}';
+    if (!first) out.ch(',');
+    first = false;
+    out.ch('"');
+    out.u64(id);
+    out.lit("\":{");
+    fields(out, *value);
+    out.ch('}');
   }
-  body += '}';
+  out.ch('}');
+  std::string body(start, out.end());
   if (!errors.empty()) return aggregate(errors, nlohmann::json::parse(body));
   return Reply{{200, "application/json", std::move(body), {}}, std::nullopt};
 }
@@ -62,36 +99,41 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
 Reply gpu_get_cumulative_energy(const DeviceSlots& devices, const protocol::Query& query) {
   return read_each(
       devices, query, [](Gpu& gpu) { return gpu.total_energy(); },
-      [](std::string& body, MilliJoules e) {
-        body += "\"energy_mj\":";
-        put_u64(body, to_u64(e.value()));
+      [](BodyWriter& out, MilliJoules e) {
+        out.lit("\"energy_mj\":");
+        out.u64(to_u64(e.value()));
       });
 }
 
 Reply gpu_get_power_limit(const DeviceSlots& devices, const protocol::Query& query) {
   return read_each(
       devices, query, [](Gpu& gpu) { return gpu.power_limit(); },
-      [](std::string& body, MilliWatts limit) {
-        body += "\"power_limit_mw\":";
-        put_u64(body, to_u32(limit.value()));
+      [](BodyWriter& out, MilliWatts limit) {
+        out.lit("\"power_limit_mw\":");
+        out.u64(to_u32(limit.value()));
       });
 }
 
 Reply gpu_get_power_limit_constraints(const DeviceSlots& devices, const protocol::Query& query) {
   return read_each(
       devices, query, [](Gpu& gpu) { return gpu.power_limit_constraints(); },
-      [](std::string& body, const PowerLimitConstraints& c) {
-        body += "\"max_power_limit_mw\":";
-        put_u64(body, to_u32(c.max.value()));
-        body += ",\"min_power_limit_mw\":";
-        put_u64(body, to_u32(c.min.value()));
+      [](BodyWriter& out, const PowerLimitConstraints& c) {
+        out.lit("\"max_power_limit_mw\":");
+        out.u64(to_u32(c.max.value()));
+        out.lit(",\"min_power_limit_mw\":");
+        out.u64(to_u32(c.min.value()));
       });
 }
 
 Reply gpu_get_persistence_mode(const DeviceSlots& devices, const protocol::Query& query) {
   return read_each(
       devices, query, [](Gpu& gpu) { return gpu.persistence_mode(); },
-      [](std::string& body, bool enabled) { body += enabled ? "\"enabled\":true" : "\"enabled\":false"; });
+      [](BodyWriter& out, bool enabled) {
+        if (enabled)
+          out.lit("\"enabled\":true");
+        else
+          out.lit("\"enabled\":false");
+      });
 }
 
 Reply gpu_get_power(const DeviceSlots& devices, const protocol::Query& query) {

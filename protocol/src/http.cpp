@@ -1,6 +1,8 @@
 #include "erg/protocol/http.hpp"
 
+#include <array>
 #include <charconv>
+#include <cstring>
 
 namespace erg::protocol {
 namespace {
@@ -8,40 +10,30 @@ namespace {
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
+    const auto x = static_cast<unsigned char>(a[i]);
+    const auto y = static_cast<unsigned char>(b[i]);
+    if (x == y) continue;  // names are mostly sent as written: one compare per byte
+    const unsigned lower = x | 0x20u;
+    if (lower != (y | 0x20u) || lower < 'a' || lower > 'z') return false;
   }
   return true;
 }
 
-bool is_tchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~': return true;
-    default: return false;
-  }
-}
+/// RFC 9110 §5.6.2 tchar, as a table: a header name or method is checked a byte at a time on
+/// every request.
+constexpr std::array<bool, 256> kTchar = [] {
+  std::array<bool, 256> t{};
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (unsigned char c : std::string_view("!#$%&'*+-.^_`|~")) t[c] = true;
+  return t;
+}();
 
 bool is_token(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!is_tchar(c)) return false;
+    if (!kTchar[static_cast<unsigned char>(c)]) return false;
   return true;
 }
 
@@ -132,14 +124,17 @@ std::optional<ParseOutcome> parse_headers(std::string_view buf, std::size_t& pos
     pos = nl + 1;
     if (line.empty()) return std::nullopt;
     if (line.front() == ' ' || line.front() == '\t') return error(400, "obsolete header line folding");
-    std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return error(400, "malformed header line");
+    // The name runs to the first byte that is not a tchar, which must be the colon.
+    std::size_t colon = 0;
+    while (colon < line.size() && kTchar[static_cast<unsigned char>(line[colon])]) ++colon;
+    if (colon == line.size() || (line[colon] != ':' && line.find(':', colon) == std::string_view::npos))
+      return error(400, "malformed header line");
+    if (colon == 0 || line[colon] != ':') return error(400, "invalid header name");
     std::string_view name = line.substr(0, colon);
-    if (!is_token(name)) return error(400, "invalid header name");
     std::string_view value = trim_ows(line.substr(colon + 1));
     if (!is_field_value(value)) return error(400, "invalid character in header value");
     if (headers.size() >= limits.max_headers) return error(431, "too many header fields");
-    headers.emplace_back(std::string(name), std::string(value));
+    headers.emplace_back(name, value);
   }
 }
 
@@ -254,33 +249,42 @@ std::string_view reason_phrase(int status) {
 }
 
 void serialize_response_to(std::string& out, const HttpResponse& r, bool keep_alive) {
-  char num[24];
-  out.clear();
-  out.reserve(128 + r.body.size());
-  out += "HTTP/1.1 ";
-  auto st = std::to_chars(num, num + sizeof num, r.status);
-  out.append(num, st.ptr);
-  out += ' ';
-  out += reason_phrase(r.status);
-  out += "\r\n";
+  // Sized once, then written through a pointer: the parts are a handful of short strings, and
+  // an append per part (an out-of-line call with a length check each) cost more than the bytes.
+  const std::string_view reason = reason_phrase(r.status);
+  std::size_t size = 9 + 11 + 1 + reason.size() + 2;  // "HTTP/1.1 " status ' ' reason CRLF
+  if (!r.content_type.empty()) size += 14 + r.content_type.size() + 2;
+  for (const auto& [k, v] : r.headers) size += k.size() + 2 + v.size() + 2;
+  size += 16 + 20 + 2 + 19 + 2 + r.body.size();  // Content-Length, Connection: close, CRLF, body
+  out.resize(size);
+  char* p = out.data();
+  auto put = [&p](std::string_view part) {
+    std::memcpy(p, part.data(), part.size());
+    p += part.size();
+  };
+  put("HTTP/1.1 ");
+  p = std::to_chars(p, p + 11, r.status).ptr;
+  *p++ = ' ';
+  put(reason);
+  put("\r\n");
   if (!r.content_type.empty()) {
-    out += "Content-Type: ";
-    out += r.content_type;
-    out += "\r\n";
+    put("Content-Type: ");
+    put(r.content_type);
+    put("\r\n");
   }
   for (const auto& [k, v] : r.headers) {
-    out += k;
-    out += ": ";
-    out += v;
-    out += "\r\n";
+    put(k);
+    put(": ");
+    put(v);
+    put("\r\n");
   }
-  out += "Content-Length: ";
-  auto len = std::to_chars(num, num + sizeof num, r.body.size());
-  out.append(num, len.ptr);
-  out += "\r\n";
-  if (!keep_alive) out += "Connection: close\r\n";
-  out += "\r\n";
-  out += r.body;
+  put("Content-Length: ");
+  p = std::to_chars(p, p + 20, r.body.size()).ptr;
+  put("\r\n");
+  if (!keep_alive) put("Connection: close\r\n");
+  put("\r\n");
+  put(r.body);
+  out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
 std::string serialize_response(const HttpResponse& r, bool keep_alive) {
