@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 
 namespace erg::protocol {
@@ -43,12 +44,40 @@ std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
+// Eight bytes at a time (SWAR): exact yes/no answers for a whole word, so a clean word costs a
+// few instructions instead of eight compares. Bytes are loaded with memcpy (any alignment).
+constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+constexpr std::uint64_t kHighs = 0x8080808080808080ULL;
+
+std::uint64_t load8(const char* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+/// Some byte of `w` is below `n` (n <= 128).
+constexpr bool any_below(std::uint64_t w, std::uint8_t n) { return ((w - kOnes * n) & ~w & kHighs) != 0; }
+/// Some byte of `w` is above `n` (n <= 127).
+constexpr bool any_above(std::uint64_t w, std::uint8_t n) { return (((w + kOnes * (127 - n)) | w) & kHighs) != 0; }
+/// Some byte of `w` equals `c`.
+constexpr bool any_equal(std::uint64_t w, std::uint8_t c) {
+  const std::uint64_t x = w ^ (kOnes * c);
+  return ((x - kOnes) & ~x & kHighs) != 0;
+}
+
 /// Field values: visible ASCII, obs-text (0x80-0xFF), SP, HTAB. No other control characters.
 bool is_field_value(std::string_view s) {
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '\t') continue;
-    if (c < 0x20 || c == 0x7f) return false;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    const std::uint64_t w = load8(s.data() + i);
+    if (!any_below(w, 0x20) && !any_equal(w, 0x7f)) continue;
+    for (std::size_t k = i; k < i + 8; ++k) {  // a tab, or a byte to refuse
+      auto c = static_cast<unsigned char>(s[k]);
+      if (c != '\t' && (c < 0x20 || c == 0x7f)) return false;
+    }
+  }
+  for (; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c != '\t' && (c < 0x20 || c == 0x7f)) return false;
   }
   return true;
 }
@@ -56,8 +85,13 @@ bool is_field_value(std::string_view s) {
 /// Request target: origin-form only ("/..."), visible ASCII without spaces.
 bool is_origin_target(std::string_view s) {
   if (s.empty() || s.front() != '/') return false;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    const std::uint64_t w = load8(s.data() + i);
+    if (any_below(w, 0x21) || any_above(w, 0x7e)) return false;
+  }
+  for (; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
     if (c <= 0x20 || c >= 0x7f) return false;
   }
   return true;
@@ -74,12 +108,13 @@ ParseOutcome error(int status, std::string message) {
 /// Finds the end of the next line starting at `pos`: returns the index of '\n', or npos.
 /// `line` excludes the line end (and a '\r' before '\n').
 std::size_t next_line(std::string_view buf, std::size_t pos, std::string_view& line) {
-  std::size_t nl = buf.find('\n', pos);
-  if (nl == std::string_view::npos) return nl;
-  std::size_t end = nl;
-  if (end > pos && buf[end - 1] == '\r') --end;
-  line = buf.substr(pos, end - pos);
-  return nl;
+  if (pos >= buf.size()) return std::string_view::npos;
+  const char* start = buf.data() + pos;
+  const auto* nl = static_cast<const char*>(std::memchr(start, '\n', buf.size() - pos));
+  if (nl == nullptr) return std::string_view::npos;
+  const char* end = nl > start && nl[-1] == '\r' ? nl - 1 : nl;
+  line = std::string_view(start, static_cast<std::size_t>(end - start));
+  return static_cast<std::size_t>(nl - buf.data());
 }
 
 bool parse_content_length(std::string_view v, std::size_t& out) {
@@ -108,10 +143,11 @@ bool header_has_token(std::string_view value, std::string_view token) {
 /// Parses header lines from `pos` until the empty line. On success `pos` is past it.
 /// Returns nullopt on success, an error outcome otherwise; sets `incomplete` when more bytes
 /// are needed.
-std::optional<ParseOutcome> parse_headers(std::string_view buf, std::size_t& pos,
-                                          std::vector<std::pair<std::string, std::string>>& headers,
-                                          const HttpLimits& limits, std::size_t head_limit, bool& incomplete) {
+template <class OnHeader>
+std::optional<ParseOutcome> parse_headers(std::string_view buf, std::size_t& pos, const HttpLimits& limits,
+                                          std::size_t head_limit, bool& incomplete, OnHeader on_header) {
   incomplete = false;
+  std::size_t count = 0;
   for (;;) {
     std::string_view line;
     std::size_t nl = next_line(buf, pos, line);
@@ -133,8 +169,9 @@ std::optional<ParseOutcome> parse_headers(std::string_view buf, std::size_t& pos
     std::string_view name = line.substr(0, colon);
     std::string_view value = trim_ows(line.substr(colon + 1));
     if (!is_field_value(value)) return error(400, "invalid character in header value");
-    if (headers.size() >= limits.max_headers) return error(431, "too many header fields");
-    headers.emplace_back(name, value);
+    if (count >= limits.max_headers) return error(431, "too many header fields");
+    ++count;
+    on_header(name, value);
   }
 }
 
@@ -145,11 +182,44 @@ std::optional<std::string_view> find_header(const std::vector<std::pair<std::str
   return std::nullopt;
 }
 
+/// The headers the parsers act on, noted while the head is parsed (each the first of its
+/// name, as header() finds it; `content_lengths` counts every Content-Length).
+struct FramingHeaders {
+  std::optional<std::string_view> connection, content_length, transfer_encoding;
+  std::size_t content_lengths = 0;
+
+  void note(std::string_view name, std::string_view value) {
+    switch (name.size()) {  // the length first: most names are none of these
+      case 10:
+        if (!connection && iequals(name, "Connection")) connection = value;
+        break;
+      case 14:
+        if (iequals(name, "Content-Length")) {
+          if (!content_length) content_length = value;
+          ++content_lengths;
+        }
+        break;
+      case 17:
+        if (!transfer_encoding && iequals(name, "Transfer-Encoding")) transfer_encoding = value;
+        break;
+      default: break;
+    }
+  }
+};
+
 }  // namespace
 
 std::optional<std::string_view> HttpRequest::header(std::string_view name) const { return find_header(headers, name); }
 std::optional<std::string_view> ParsedResponse::header(std::string_view name) const {
-  return find_header(headers, name);
+  // `head` passed parse_headers: each line is `name:value`, the name a token.
+  std::size_t pos = 0;
+  std::string_view line;
+  for (std::size_t nl; (nl = next_line(head, pos, line)) != std::string_view::npos && !line.empty(); pos = nl + 1) {
+    const std::size_t colon = line.find(':');
+    if (colon != std::string_view::npos && iequals(line.substr(0, colon), name))
+      return trim_ows(line.substr(colon + 1));
+  }
+  return std::nullopt;
 }
 
 ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLimits& limits) {
@@ -197,13 +267,19 @@ ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLim
   pos = nl + 1;
 
   bool incomplete = false;
-  if (auto err = parse_headers(buf, pos, req.headers, limits, limits.max_header_bytes, incomplete)) return *err;
+  FramingHeaders framing;
+  auto keep = [&](std::string_view name, std::string_view value) {
+    req.headers.emplace_back(name, value);
+    framing.note(name, value);
+  };
+  if (auto err = parse_headers(buf, pos, limits, limits.max_header_bytes, incomplete, keep)) return *err;
   if (incomplete) return ParseOutcome{};
 
-  if (req.header("Transfer-Encoding")) return error(501, "Transfer-Encoding is not supported");
+  if (framing.transfer_encoding) return error(501, "Transfer-Encoding is not supported");
   std::size_t length = 0;
   bool have_length = false;
   for (const auto& [k, v] : req.headers) {
+    if (framing.content_lengths == 0) break;
     if (!iequals(k, "Content-Length")) continue;
     std::size_t n = 0;
     if (!parse_content_length(v, n)) return error(400, "invalid Content-Length");
@@ -216,7 +292,7 @@ ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLim
   req.body.assign(buf.substr(pos, length));
   pos += length;
 
-  auto conn = req.header("Connection");
+  const auto& conn = framing.connection;
   if (req.version_minor == 0) {
     req.keep_alive = conn && header_has_token(*conn, "keep-alive");
   } else {
@@ -315,18 +391,21 @@ ParseOutcome parse_response(std::string_view buf, ParsedResponse& resp, std::siz
   auto r = std::from_chars(line.data() + 9, line.data() + 12, status);
   if (r.ec != std::errc() || r.ptr != line.data() + 12 || status < 100) return error(400, "malformed status code");
   resp.status = status;
-  resp.headers.reserve(8);  // one allocation instead of growing 1, 2, 4, ...
-  std::size_t pos = nl + 1;
+  const std::size_t head_start = nl + 1;
+  std::size_t pos = head_start;
   HttpLimits limits;
   limits.max_headers = 128;
   bool incomplete = false;
-  if (auto err = parse_headers(buf, pos, resp.headers, limits, 64 * 1024, incomplete)) return *err;
+  FramingHeaders framing;  // views into `buf`, used before this returns
+  auto note = [&framing](std::string_view name, std::string_view value) { framing.note(name, value); };
+  if (auto err = parse_headers(buf, pos, limits, 64 * 1024, incomplete, note)) return *err;
   if (incomplete) return ParseOutcome{};
-  auto conn = resp.header("Connection");
+  resp.head.assign(buf.substr(head_start, pos - head_start));
+  const auto& conn = framing.connection;
   resp.keep_alive = !(conn && header_has_token(*conn, "close")) && line[7] == '1';
-  auto cl = resp.header("Content-Length");
+  const auto& cl = framing.content_length;
   if (!cl) {
-    if (resp.header("Transfer-Encoding")) return error(501, "chunked responses are not supported");
+    if (framing.transfer_encoding) return error(501, "chunked responses are not supported");
     resp.streaming = true;
     resp.keep_alive = false;
     ParseOutcome o;

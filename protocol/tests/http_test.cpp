@@ -81,6 +81,80 @@ TEST(HttpParse, LimitsGive414And431EvenBeforeTheEnd) {
   EXPECT_EQ(parse_request(many + "\r\n", r).error_status, 431);
 }
 
+// Field values and targets are checked eight bytes at a time: a bad byte is found at every
+// position of a word and of the tail, and the bytes that are allowed pass everywhere.
+TEST(HttpParse, EveryBadByteIsFoundAtEveryPosition) {
+  for (std::size_t at = 0; at < 21; ++at) {
+    for (int c = 0; c < 256; ++c) {
+      std::string value(21, 'v');
+      value[at] = static_cast<char>(c);
+      const bool value_ok = c == '\t' || (c >= 0x20 && c != 0x7f);
+      HttpRequest r;
+      std::string req = "GET / HTTP/1.1\r\nX-A: " + value + "\r\n\r\n";
+      auto o = parse_request(req, r);
+      if (c == '\n' || c == '\r' || c == '\t' || c == ' ') continue;  // line structure / trimmed ends
+      if (value_ok) {
+        ASSERT_EQ(o.status, ParseStatus::kComplete) << "value byte " << c << " at " << at;
+        EXPECT_EQ(r.header("x-a"), value);
+      } else {
+        ASSERT_EQ(o.status, ParseStatus::kError) << "value byte " << c << " at " << at;
+        EXPECT_EQ(o.error_message, "invalid character in header value");
+      }
+    }
+  }
+  for (std::size_t at = 1; at < 22; ++at) {
+    for (int c = 0; c < 256; ++c) {
+      if (c == '\n' || c == ' ' || c == '?') continue;  // line end, request-line split, query
+      std::string target = "/" + std::string(21, 't');
+      target[at] = static_cast<char>(c);
+      const bool target_ok = c > 0x20 && c < 0x7f;
+      HttpRequest r;
+      auto o = parse_request("GET " + target + " HTTP/1.1\r\n\r\n", r);
+      if (target_ok) {
+        ASSERT_EQ(o.status, ParseStatus::kComplete) << "target byte " << c << " at " << at;
+        EXPECT_EQ(r.target, target);
+      } else {
+        ASSERT_EQ(o.status, ParseStatus::kError) << "target byte " << c << " at " << at;
+        EXPECT_EQ(o.error_status, 400);
+      }
+    }
+  }
+}
+
+TEST(HttpParse, HeaderNameErrorsSayWhichProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"NoColon", "malformed header line"},   {"No Colon", "malformed header line"},
+      {"Bad Name: b", "invalid header name"}, {": empty name", "invalid header name"},
+      {"A(b: c", "invalid header name"},      {"A\x80: c", "invalid header name"},
+  };
+  for (const auto& [line, message] : cases) {
+    HttpRequest r;
+    auto o = parse_request(std::string("GET / HTTP/1.1\r\n") + line + "\r\n\r\n", r);
+    ASSERT_EQ(o.status, ParseStatus::kError) << line;
+    EXPECT_EQ(o.error_status, 400) << line;
+    EXPECT_EQ(o.error_message, message) << line;
+  }
+}
+
+TEST(HttpParse, ResponseHeadersAreLookedUpInTheHead) {
+  std::string wire =
+      "HTTP/1.1 200 OK\r\nX-One:  first \r\ncontent-length: 2\r\nx-ONE: second\r\nConnection: Close\r\n"
+      "Empty:\r\n\r\nokHTTP/1.1";
+  ParsedResponse p;
+  auto o = parse_response(wire, p);
+  ASSERT_EQ(o.status, ParseStatus::kComplete) << o.error_message;
+  EXPECT_EQ(o.consumed, wire.find("HTTP/1.1", 1));
+  EXPECT_EQ(p.body, "ok");
+  EXPECT_EQ(p.header("x-one"), "first");  // the first of the name, without its spaces
+  EXPECT_EQ(p.header("CONTENT-LENGTH"), "2");
+  EXPECT_EQ(p.header("empty"), "");
+  EXPECT_EQ(p.header("X-On"), std::nullopt);
+  EXPECT_EQ(p.header("ok"), std::nullopt);  // the body is not a header
+  EXPECT_FALSE(p.keep_alive);
+  EXPECT_EQ(parse_response("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nBad Name: x\r\n\r\nok", p).error_message,
+            "invalid header name");
+}
+
 TEST(HttpSerialize, ResponseRoundTrip) {
   HttpResponse resp{400, "application/json", R"({"error":"x"})", {{"WWW-Authenticate", "Bearer"}}};
   std::string wire = serialize_response(resp, false);

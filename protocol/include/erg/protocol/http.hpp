@@ -83,7 +83,10 @@ std::string serialize_stream_head(int status, std::string_view content_type);
 /// A parsed response (client side). `body` is complete for Content-Length responses.
 struct ParsedResponse {
   int status = 0;
-  std::vector<std::pair<std::string, std::string>> headers;
+  /// The header lines as received, through the empty line that ends them (validated by
+  /// parse_response; header() looks names up in them). Kept whole rather than split into
+  /// name/value strings: a reply on a client's hot path then allocates once for its head.
+  std::string head;
   std::string body;
   bool keep_alive = true;
   bool streaming = false;  ///< No Content-Length: the body runs until the connection closes.
