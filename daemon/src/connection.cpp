@@ -126,6 +126,7 @@ void Server::serve(int fd, const Peer& connected, Deadline& deadline) {
     }
     bool keep = request.keep_alive && !stopping_.load();
     protocol::serialize_response_to(out, reply.response, keep);
+    give_back_reply_body(std::move(reply.response.body));
     if (!write_all(fd, out, write_timeout) || !keep) return;
   }
 }

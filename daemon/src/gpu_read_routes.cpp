@@ -59,8 +59,8 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
     std::sort(ids.begin(), ids.end(), [](unsigned a, unsigned b) { return std::to_string(a) < std::to_string(b); });
   const std::size_t n = ids.empty() ? count : ids.size();
   std::map<unsigned, Error> errors;
-  // Written on the stack (bounded by kMaxEntryBytes per GPU), then copied once into a body of
-  // its exact size: sizing a string up front would zero-fill the whole bound first.
+  // Written on the stack (bounded by kMaxEntryBytes per GPU), then copied once into the body,
+  // the thread's spare buffer: sizing a string up front would zero-fill the whole bound first.
   constexpr std::size_t kStackGpus = 16;
   std::vector<char> spill;  // more GPUs than kStackGpus: rare, the heap
   char stack_buf[2 + kStackGpus * kMaxEntryBytes];
@@ -89,7 +89,8 @@ Reply read_each(const DeviceSlots& devices, const protocol::Query& query, Read r
     out.ch('}');
   }
   out.ch('}');
-  std::string body(start, out.end());
+  std::string body = take_reply_body();
+  body.assign(start, out.end());
   if (!errors.empty()) return aggregate(errors, nlohmann::json::parse(body));
   return Reply{{200, "application/json", std::move(body), {}}, std::nullopt};
 }
