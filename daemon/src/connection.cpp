@@ -14,6 +14,7 @@
 
 #include "erg/protocol/bodies.hpp"
 #include "erg/protocol/http.hpp"
+#include "reply_bodies.hpp"
 #include "server.hpp"
 
 namespace erg::daemon {

@@ -9,6 +9,7 @@
 
 #include "gpu_routes.hpp"
 #include "replies.hpp"
+#include "reply_bodies.hpp"
 
 namespace erg::daemon {
 namespace {

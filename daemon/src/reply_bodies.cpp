@@ -1,6 +1,6 @@
-// The per-thread spare reply body (request_handler.hpp).
+// The per-thread spare reply body (reply_bodies.hpp).
 
-#include "erg/daemon/request_handler.hpp"
+#include "reply_bodies.hpp"
 
 namespace erg::daemon {
 namespace {

@@ -207,19 +207,27 @@ struct FramingHeaders {
   }
 };
 
+/// What a response head may hold (the client's limits).
+constexpr std::size_t kMaxResponseHead = 64 * 1024;
+HttpLimits response_limits() {
+  HttpLimits limits;
+  limits.max_headers = 128;
+  return limits;
+}
+
 }  // namespace
 
 std::optional<std::string_view> HttpRequest::header(std::string_view name) const { return find_header(headers, name); }
 std::optional<std::string_view> ParsedResponse::header(std::string_view name) const {
-  // `head` passed parse_headers: each line is `name:value`, the name a token.
+  // `head` passed parse_headers in parse_response; the same scan finds the name here.
+  std::optional<std::string_view> found;
   std::size_t pos = 0;
-  std::string_view line;
-  for (std::size_t nl; (nl = next_line(head, pos, line)) != std::string_view::npos && !line.empty(); pos = nl + 1) {
-    const std::size_t colon = line.find(':');
-    if (colon != std::string_view::npos && iequals(line.substr(0, colon), name))
-      return trim_ows(line.substr(colon + 1));
-  }
-  return std::nullopt;
+  bool incomplete = false;
+  auto match = [&](std::string_view n, std::string_view v) {
+    if (!found && iequals(n, name)) found = v;
+  };
+  (void)parse_headers(head, pos, response_limits(), kMaxResponseHead, incomplete, match);
+  return found;
 }
 
 ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLimits& limits) {
@@ -278,8 +286,8 @@ ParseOutcome parse_request(std::string_view buf, HttpRequest& req, const HttpLim
   if (framing.transfer_encoding) return error(501, "Transfer-Encoding is not supported");
   std::size_t length = 0;
   bool have_length = false;
-  for (const auto& [k, v] : req.headers) {
-    if (framing.content_lengths == 0) break;
+  for (std::size_t i = 0; framing.content_lengths > 0 && i < req.headers.size(); ++i) {
+    const auto& [k, v] = req.headers[i];
     if (!iequals(k, "Content-Length")) continue;
     std::size_t n = 0;
     if (!parse_content_length(v, n)) return error(400, "invalid Content-Length");
@@ -393,19 +401,18 @@ ParseOutcome parse_response(std::string_view buf, ParsedResponse& resp, std::siz
   resp.status = status;
   const std::size_t head_start = nl + 1;
   std::size_t pos = head_start;
-  HttpLimits limits;
-  limits.max_headers = 128;
   bool incomplete = false;
   FramingHeaders framing;  // views into `buf`, used before this returns
   auto note = [&framing](std::string_view name, std::string_view value) { framing.note(name, value); };
-  if (auto err = parse_headers(buf, pos, limits, 64 * 1024, incomplete, note)) return *err;
+  if (auto err = parse_headers(buf, pos, response_limits(), kMaxResponseHead, incomplete, note)) return *err;
   if (incomplete) return ParseOutcome{};
-  resp.head.assign(buf.substr(head_start, pos - head_start));
+  const std::string_view head = buf.substr(head_start, pos - head_start);  // kept once complete
   const auto& conn = framing.connection;
   resp.keep_alive = !(conn && header_has_token(*conn, "close")) && line[7] == '1';
   const auto& cl = framing.content_length;
   if (!cl) {
     if (framing.transfer_encoding) return error(501, "chunked responses are not supported");
+    resp.head.assign(head);
     resp.streaming = true;
     resp.keep_alive = false;
     ParseOutcome o;
@@ -417,6 +424,7 @@ ParseOutcome parse_response(std::string_view buf, ParsedResponse& resp, std::siz
   if (!parse_content_length(*cl, length)) return error(400, "invalid Content-Length");
   if (length > max_body) return error(413, "response body too large");
   if (buf.size() - pos < length) return ParseOutcome{};
+  resp.head.assign(head);
   resp.body = std::string(buf.substr(pos, length));
   ParseOutcome o;
   o.status = ParseStatus::kComplete;

@@ -8,7 +8,6 @@
 
 #include <functional>
 #include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,13 +39,6 @@ struct Reply {
   protocol::HttpResponse response;
   std::optional<StreamSpec> stream;  ///< Set: send a stream head and run_stream().
 };
-
-/// A string to build a reply body in, from this thread's spare. A connection thread gives each
-/// reply's body back once it has been serialized (give_back_reply_body), so a thread answering
-/// one request after another builds every body in one buffer instead of allocating one each.
-/// Bodies over 64 KiB are not kept.
-std::string take_reply_body();
-void give_back_reply_body(std::string&& body);
 
 class RequestHandler {
  public:
