@@ -219,6 +219,7 @@ void accumulate(measure::Measurement& total, const measure::Measurement& part) {
     it->short_window = it->short_window && g.short_window;
     it->extrapolated = g.extrapolated;
     it->unread = it->unread + g.unread;
+    it->plain_difference = it->plain_difference || g.plain_difference;
     it->affected = it->affected || g.affected;
     if (g.error) it->error = g.error;
   }

@@ -37,6 +37,7 @@ json measurement_json(const measure::Measurement& m, const Inventory& inventory)
     e["short_window"] = g.short_window;
     e["extrapolated_s"] = round6(g.extrapolated.count());
     e["unread_s"] = round6(g.unread.count());
+    e["plain_difference"] = g.plain_difference;
     e["affected"] = g.affected;
     e["counter_restarts"] = g.counter_restarts;
     e["counter_backwards"] = g.counter_backwards;

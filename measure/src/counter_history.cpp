@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <iterator>
 
 namespace erg::measure {
 namespace {
@@ -12,6 +14,26 @@ constexpr double kNsPerS = 1e9;
 constexpr double kNarrowNs = 3e6;
 // Stamps that differ by more than this between two reads of one value move with the reads.
 constexpr std::int64_t kStampSlackNs = 50'000;
+// A stamp this far outside the bracket of reads around its update is not the update's time (the
+// driver's clock and the monitor's are converted through the wall clock: a few µs apart).
+constexpr std::int64_t kStampBracketSlackNs = 200'000;
+// Updates in a row whose stamps lie inside their brackets before stamps are trusted (and after
+// stamps were once seen outside a bracket).
+constexpr int kStampInside = 3;
+constexpr int kStampInsideAgain = 16;
+// The schedule check: an update contradicts the schedule when its pinned time is more than
+// kCheckSigmas σ (plus half its bracket and this floor) off its predicted time, or when its
+// bracket (narrower than half a period) holds no predicted update within that margin. This many
+// contradictions among the last kCheckWindow checked updates drop the schedule.
+constexpr double kCheckSigmas = 4.0;
+constexpr double kCheckFloorNs = 500'000;
+constexpr int kCheckWindow = 6;
+constexpr int kCheckMisses = 3;
+// Pinned updates the lock is tried on (the most recent ones since the last change).
+constexpr std::size_t kLockPoints = 12;
+// The fit forgets: a pinned update this many updates older than the newest weighs e⁻¹ as much
+// (a schedule that drifts is followed; a fixed one still fits to dozens of updates).
+constexpr double kForgetUpdates = 100.0;
 // Updates the schedule is fitted to (the most recent ones).
 constexpr std::size_t kFitPoints = 48;
 // A counter whose updates come this close together is read as continuous.
@@ -44,15 +66,45 @@ void CounterHistory::note_stamps(const CounterRead& read) {
     ++stamp_same_;
   else if (std::llabs(*read.stamp_ns - *last.stamp) > kStampSlackNs)
     ++stamp_moved_;
-  if (stamp_moved_ >= 2) {
-    schedule_.stamps_are_update_times = false;
-  } else if (stamp_same_ >= 3 && stamp_moved_ == 0 && !schedule_.stamps_are_update_times) {
-    schedule_.stamps_are_update_times = true;
-    // Stamps are exact update times: relock on them.
-    schedule_.locked = false;
-    for (auto& r : records_) r.index.reset();
-    try_lock();
+  if (stamp_moved_ >= 2 && schedule_.stamps_are_update_times != false) trust_stamps(false);
+}
+
+void CounterHistory::check_stamp(const Record& r) {
+  // A stamp that is the update's time lies inside the bracket of reads around the update: after
+  // the last read that still showed the old value, by the first that showed this one. Equality
+  // of repeated stamps alone does not prove it (a stamp of the period's start, or one floored to
+  // the second, repeats as well).
+  if (!r.stamp || r.open) return;
+  const bool inside = *r.stamp >= r.lo - kStampBracketSlackNs && *r.stamp <= r.hi + kStampBracketSlackNs;
+  if (inside) {
+    ++stamp_inside_;
+  } else {
+    stamp_inside_ = 0;
+    ++stamp_outside_;
   }
+  const bool trusted = schedule_.stamps_are_update_times.value_or(false);
+  if (trusted && !inside) {
+    trust_stamps(false);
+  } else if (!inside && !schedule_.stamps_are_update_times) {
+    schedule_.stamps_are_update_times = false;
+  } else if (!trusted && stamp_moved_ == 0 && stamp_same_ >= 3 &&
+             stamp_inside_ >= (stamp_outside_ > 0 ? kStampInsideAgain : kStampInside)) {
+    trust_stamps(true);
+  }
+}
+
+void CounterHistory::trust_stamps(bool trust) {
+  const bool was = schedule_.stamps_are_update_times.value_or(false);
+  schedule_.stamps_are_update_times = trust;
+  if (was == trust) return;
+  // Stamps become (or stop being) the evidence of update times: relock on what is now trusted.
+  schedule_.locked = false;
+  schedule_.continuous = false;
+  miss_bits_ = 0;
+  checks_ = 0;
+  for (auto& r : records_)
+    if (r.seq >= learn_from_) r.index.reset(), r.outlier = false;
+  try_lock();
 }
 
 void CounterHistory::add(const CounterRead& read) {
@@ -92,11 +144,14 @@ void CounterHistory::add_record(const CounterRead& read) {
   r.lo = r.open ? read.t_ns - static_cast<std::int64_t>(nominal_.count()) : records_.back().last_seen;
   r.stamp = read.stamp_ns;
   r.power = read.power;
+  r.seq = next_seq_++;
+  r.untrusted = schedule_.relearning;
   const Record* prev = records_.empty() ? nullptr : &records_.back();
   if (schedule_.locked && !schedule_.continuous) assign_index(r, prev);
   records_.push_back(r);
   ++updates_seen_;
   while (records_.size() > capacity_) records_.pop_front();
+  check_stamp(records_.back());
   if (!schedule_.locked) {
     try_lock();
     if (!schedule_.locked) {
@@ -109,11 +164,64 @@ void CounterHistory::add_record(const CounterRead& read) {
     records_.back().time = records_.back().hi;
     return;
   }
+  if (!records_.back().index)
+    assign_index(records_.back(), records_.size() > 1 ? &records_[records_.size() - 2] : nullptr);
+  // Every update is checked against the schedule before it is fitted: a schedule the recent
+  // updates contradict is dropped and learned again (never re-examined in a loop).
+  if (const int c = check(records_.back()); c >= 0) {
+    note_check(c == 1);
+    if (!schedule_.locked) {
+      records_.back().time = estimate(records_.back());
+      return;
+    }
+  }
   const bool trusted = schedule_.stamps_are_update_times.value_or(false) && records_.back().stamp;
   if (trusted || narrow(records_.back())) {
     refit();  // also re-estimates the recent records' times
   } else {
     records_.back().time = estimate(records_.back());
+  }
+}
+
+int CounterHistory::check(const Record& r) const {
+  if (!r.index || r.open || period_ <= 0.0) return -1;
+  const double predicted = grid(static_cast<double>(*r.index));
+  const double margin = kCheckSigmas * sigma_ + kCheckFloorNs;
+  if (schedule_.stamps_are_update_times.value_or(false) && r.stamp)
+    return std::abs(static_cast<double>(*r.stamp) - predicted) > margin ? 1 : 0;
+  const double lo = static_cast<double>(r.lo), hi = static_cast<double>(r.hi);
+  // A bracket as wide as half a period says little about the schedule.
+  if (hi - lo > period_ / 2.0) return -1;
+  return predicted + margin < lo || predicted - margin > hi ? 1 : 0;
+}
+
+void CounterHistory::note_check(bool miss) {
+  miss_bits_ = ((miss_bits_ << 1U) | (miss ? 1U : 0U)) & ((1U << kCheckWindow) - 1U);
+  for (int i = kCheckWindow - 1; i > 0; --i) miss_seq_[i] = miss_seq_[i - 1];
+  miss_seq_[0] = records_.back().seq;
+  checks_ = std::min(checks_ + 1, kCheckWindow);
+  if (std::popcount(miss_bits_) >= kCheckMisses) relearn();
+}
+
+void CounterHistory::relearn() {
+  // The schedule no longer describes the updates. It is learned again from the first update
+  // that contradicted it on; until then, values around those updates are plain reads.
+  std::uint64_t from = records_.back().seq;
+  for (int i = 0; i < checks_; ++i)
+    if ((miss_bits_ >> static_cast<unsigned>(i)) & 1U) from = miss_seq_[i];
+  ++schedule_.relearns;
+  drifting_ = false;
+  anchors_.clear();
+  schedule_.locked = false;
+  schedule_.continuous = false;
+  schedule_.relearning = true;
+  miss_bits_ = 0;
+  checks_ = 0;
+  learn_from_ = from;
+  for (auto& r : records_) {
+    r.index.reset();
+    r.outlier = false;
+    if (r.seq >= from) r.untrusted = true;
   }
 }
 
@@ -123,11 +231,13 @@ void CounterHistory::try_lock() {
   std::vector<std::pair<std::size_t, double>> points;
   for (std::size_t i = 1; i < records_.size(); ++i) {
     const Record& r = records_[i];
+    if (r.seq < learn_from_ || r.open) continue;
     if (stamps && r.stamp)
       points.emplace_back(i, static_cast<double>(*r.stamp));
     else if (!stamps && static_cast<double>(r.hi - r.lo) <= kNarrowNs)
       points.emplace_back(i, 0.5 * static_cast<double>(r.hi + r.lo));
   }
+  if (points.size() > kLockPoints) points.erase(points.begin(), points.end() - kLockPoints);
   // Spacings between consecutive records that are both points.
   std::vector<double> spacings;
   for (std::size_t p = 1; p < points.size(); ++p)
@@ -140,8 +250,10 @@ void CounterHistory::try_lock() {
     for (double s : spacings) fast += s < kContinuousNs ? 1 : 0;
     if (fast >= 4) {
       schedule_.locked = schedule_.continuous = true;
+      schedule_.relearning = false;
       schedule_.period = std::chrono::nanoseconds(static_cast<std::int64_t>(shortest));
-      for (auto& r : records_) r.time = r.hi;
+      for (auto& r : records_)
+        if (r.seq >= learn_from_) r.time = r.hi, r.untrusted = false;
     }
     return;
   }
@@ -165,10 +277,17 @@ void CounterHistory::try_lock() {
   const Record* prev = nullptr;
   for (auto& r : records_) {
     r.index.reset();
+    if (r.seq < learn_from_) continue;  // before a change: placed by the schedule of its time
     assign_index(r, prev);
     prev = &r;
   }
-  refit();
+  fit();
+  // Every record learned from is placed by the new schedule.
+  for (auto& r : records_)
+    if (r.seq >= learn_from_) r.time = estimate(r), r.untrusted = false;
+  schedule_.relearning = false;
+  fix_open_index();
+  estimate_times();
 }
 
 void CounterHistory::assign_index(Record& r, const Record* prev) const {
@@ -295,25 +414,36 @@ double CounterHistory::recent_period_energy() const {
 }
 
 void CounterHistory::refit() {
+  fit();
+  fix_open_index();
+  estimate_times();
+}
+
+void CounterHistory::fit() {
   const bool stamps = schedule_.stamps_are_update_times.value_or(false);
   struct Point {
     double j, m, var;
+    Record* r;
   };
   std::vector<Point> pts;
   for (auto it = records_.rbegin(); it != records_.rend() && pts.size() < kFitPoints; ++it) {
-    if (!it->index) continue;
+    if (!it->index || it->outlier || it->seq < learn_from_) continue;
     if (stamps && it->stamp) {
-      pts.push_back({static_cast<double>(*it->index), static_cast<double>(*it->stamp), 0.0});
+      pts.push_back({static_cast<double>(*it->index), static_cast<double>(*it->stamp), 0.0, &*it});
     } else if (!stamps && narrow(*it)) {
       const double w = static_cast<double>(it->hi - it->lo);
-      pts.push_back({static_cast<double>(*it->index), 0.5 * static_cast<double>(it->hi + it->lo), w * w / 12.0});
+      pts.push_back({static_cast<double>(*it->index), 0.5 * static_cast<double>(it->hi + it->lo), w * w / 12.0, &*it});
     }
   }
-  if (pts.size() >= 2) {
-    // Weighted least squares of m = phase + j·period.
+  // At most twice: a pinned update more than a quarter period off the first fit is left out (it
+  // is one late or early update; a schedule that many contradict is dropped by the check in
+  // add_record, never here) and the rest fitted again.
+  for (int pass = 0; pass < 2 && pts.size() >= 2; ++pass) {
+    // Weighted least squares of m = phase + j·period; older updates weigh less (drift).
+    const double newest = pts.front().j;
     double sw = 0, sj = 0, sm = 0, sjj = 0, sjm = 0;
     for (const auto& p : pts) {
-      const double w = 1.0 / (sigma_ * sigma_ + p.var + 1e6);
+      const double w = std::exp(-(newest - p.j) / kForgetUpdates) / (sigma_ * sigma_ + p.var + 1e6);
       sw += w, sj += w * p.j, sm += w * p.m, sjj += w * p.j * p.j, sjm += w * p.j * p.m;
     }
     const double det = sw * sjj - sj * sj;
@@ -337,34 +467,65 @@ void CounterHistory::refit() {
     // prior while few updates are known.
     double ss = 0;
     for (const auto& p : pts) {
-      const double r = p.m - grid(p.j);
+      const double r = p.m - line(p.j);
       ss += std::max(0.0, r * r - p.var);
     }
     const double n = static_cast<double>(pts.size());
     const double prior = std::max(0.005 * period_, 2e5);
     sigma_ = std::sqrt((ss + 2.0 * prior * prior) / (n + 2.0));
     sigma_ = std::clamp(sigma_, 2e4, period_ / 10.0);
-    // A pinned update far off the schedule: the lock was wrong (or the device changed); relock.
-    for (const auto& p : pts)
-      if (std::abs(p.m - grid(p.j)) > period_ / 4.0) {
-        schedule_.locked = false;
-        for (auto& r : records_) r.index.reset();
-        try_lock();
-        return;
+    // Drift: consecutive pinned updates' offsets from the line are alike (a random walk) where
+    // independent jitter makes them differ by √2 σ. Then the schedule is followed through the
+    // pinned offsets, and its σ is how much they differ from one pinned update to the next.
+    anchors_.clear();
+    drifting_ = false;
+    if (pts.size() >= 6) {
+      double diff = 0, var = 0;
+      for (std::size_t i = 0; i < pts.size(); ++i) {
+        const double r = pts[i].m - line(pts[i].j);
+        var += r * r;
+        if (i > 0) {
+          const double d = r - (pts[i - 1].m - line(pts[i - 1].j));
+          diff += d * d;
+        }
       }
+      diff /= static_cast<double>(pts.size() - 1);
+      var /= static_cast<double>(pts.size());
+      if (diff < 0.5 * var && var > 4.0 * prior * prior) {
+        drifting_ = true;
+        for (auto it = pts.rbegin(); it != pts.rend(); ++it) anchors_.emplace_back(it->j, it->m - line(it->j));
+        sigma_ = std::clamp(std::sqrt(0.5 * diff), 2e4, period_ / 10.0);
+      }
+    }
+    if (drifting_) break;  // each pinned update is followed, none left out
+    const auto off = [&](const Point& p) { return std::abs(p.m - line(p.j)) > period_ / 4.0; };
+    if (pass == 1 || std::none_of(pts.begin(), pts.end(), off)) break;
+    for (const auto& p : pts)
+      if (off(p)) p.r->outlier = true, ++schedule_.outliers;
+    std::erase_if(pts, off);
   }
   schedule_.period = std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(period_)));
   schedule_.jitter = std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(sigma_)));
   schedule_.fitted_updates = pts.size();
-  fix_open_index();
-  estimate_times();
+}
+
+double CounterHistory::drift_at(double index) const {
+  if (anchors_.empty()) return 0.0;
+  if (index <= anchors_.front().first) return anchors_.front().second;
+  if (index >= anchors_.back().first) return anchors_.back().second;
+  auto it = std::lower_bound(anchors_.begin(), anchors_.end(), index,
+                             [](const std::pair<double, double>& a, double j) { return a.first < j; });
+  const auto& [j1, r1] = *it;
+  const auto& [j0, r0] = *std::prev(it);
+  return j1 > j0 ? r0 + (r1 - r0) * (index - j0) / (j1 - j0) : r1;
 }
 
 void CounterHistory::estimate_times() {
   // The recent records: older ones were estimated when they were recent and only pending
   // window edges, which are recent, read them.
   const std::size_t n = records_.size();
-  for (std::size_t i = n > 64 ? n - 64 : 0; i < n; ++i) records_[i].time = estimate(records_[i]);
+  for (std::size_t i = n > 64 ? n - 64 : 0; i < n; ++i)
+    if (records_[i].seq >= learn_from_) records_[i].time = estimate(records_[i]);
 }
 
 std::int64_t CounterHistory::estimate(const Record& r) const {
@@ -434,6 +595,9 @@ std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const
     k = static_cast<std::size_t>(it - records_.begin()) - 1;
   }
   const Record& r = records_[k];
+  // Around updates the schedule did not place (it was found contradicted and is being learned
+  // again), the value is the plain read.
+  if (r.untrusted || (k + 1 < n ? records_[k + 1].untrusted : schedule_.relearning)) return plain_at(t_ns);
   if (k + 1 < records_.size()) {
     const Record& next = records_[k + 1];
     const double span = static_cast<double>(next.time - r.time);
@@ -456,12 +620,26 @@ std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const
   return CounterEstimate{r.value + tail_rate_ * std::max(0.0, dt), false};
 }
 
+std::optional<CounterEstimate> CounterHistory::plain_at(std::int64_t t_ns) const {
+  // The value the last read at or before t showed: records are in the order of their first read.
+  auto it = std::upper_bound(records_.begin(), records_.end(), t_ns,
+                             [](std::int64_t t, const Record& r) { return t < r.hi; });
+  if (it == records_.begin()) return std::nullopt;
+  CounterEstimate e{std::prev(it)->value, last_read_ >= t_ns};
+  e.plain = true;
+  return e;
+}
+
 std::optional<double> CounterHistory::grid_position(std::int64_t t_ns) const {
   if (!schedule_.locked || schedule_.continuous || period_ <= 0.0) return std::nullopt;
   return (static_cast<double>(t_ns) - phase_) / period_;
 }
 
-bool CounterHistory::final_at(std::int64_t t_ns) const { return !records_.empty() && records_.back().time > t_ns; }
+bool CounterHistory::final_at(std::int64_t t_ns) const {
+  if (records_.empty()) return false;
+  // While relearning, the value is a plain read: final once a read at or after t was made.
+  return records_.back().time > t_ns || (schedule_.relearning && last_read_ >= t_ns);
+}
 
 std::optional<std::int64_t> CounterHistory::update_expected_after(std::int64_t t_ns) const {
   if (!schedule_.locked || schedule_.continuous) return std::nullopt;

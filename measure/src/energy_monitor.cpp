@@ -45,6 +45,7 @@ struct FollowPlan {
   int misses = 0;                      // targets given up in a row
   double lead_ns = 0;                  // extra lead of dense polling (grows when an update came earlier)
   int target_reads = 0;                // reads made while waiting for `target`
+  std::uint64_t relearns = 0;          // UpdateSchedule::relearns when last planned
 };
 
 struct GpuCounter {
@@ -105,6 +106,8 @@ struct WindowState {
   // CounterEstimate::unread_ns and unread_from of a final value.
   std::vector<std::int64_t> gpu_unread;
   std::vector<std::int64_t> gpu_unread_from;
+  // CounterEstimate::plain of a final value (the schedule was being relearned at the edge).
+  std::vector<char> gpu_plain;
   std::vector<CounterAnomalies> gpu_anomalies;
   std::vector<std::uint64_t> gpu_failures_before;  // before the edge's read
   std::vector<std::uint64_t> gpu_failures_after;   // after it
@@ -151,6 +154,7 @@ constexpr std::int64_t kReprobeNs = 10'000'000'000;
 // one a second at 100 ms), which keeps the fitted phase within the jitter of the truth.
 constexpr int kDenseAfterLock = 16;
 constexpr std::int64_t kDenseEvery = 10;
+constexpr std::int64_t kStampRecheckEvery = 50;
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 // A read that fails with an error that can pass (a timeout, an unknown driver error, I/O) is
 // tried again at once, up to this many attempts in all; a lost GPU or a missing capability is not.
@@ -305,7 +309,7 @@ struct EnergyMonitor::Impl {
         if (i >= w.gpu_final.size() || w.gpu_final[i] || !g.history.final_at(w.gpu_t[i])) continue;
         if (auto v = g.history.value_at(w.gpu_t[i]))
           w.gpu_mj[i] = v->value, w.gpu_unread[i] = v->unread_ns, w.gpu_unread_from[i] = v->unread_from,
-          w.gpu_final[i] = 1;
+          w.gpu_plain[i] = v->plain ? 1 : 0, w.gpu_final[i] = 1;
       }
     return t;
   }
@@ -341,6 +345,7 @@ struct EnergyMonitor::Impl {
     s.gpu_final.resize(n);
     s.gpu_unread.assign(n, 0);
     s.gpu_unread_from.assign(n, 0);
+    s.gpu_plain.assign(n, 0);
     s.gpu_anomalies.resize(n);
     s.gpu_failures_before.resize(n);
     s.gpu_failures_after.resize(n);
@@ -363,7 +368,7 @@ struct EnergyMonitor::Impl {
         if (estimates() && !g.error) {
           if (auto v = g.history.value_at(s.gpu_t[i]))
             s.gpu_mj[i] = v->value, s.gpu_unread[i] = v->unread_ns, s.gpu_unread_from[i] = v->unread_from,
-            s.gpu_final[i] = v->final && mature(g.history.schedule()) ? 1 : 0;
+            s.gpu_plain[i] = v->plain ? 1 : 0, s.gpu_final[i] = v->final && mature(g.history.schedule()) ? 1 : 0;
         }
       }
       s.gpu_anomalies[i] = g.tracker.anomaly_record();
@@ -447,6 +452,11 @@ struct EnergyMonitor::Impl {
   static void plan_next(GpuCounter& g, std::int64_t t) {
     FollowPlan& p = g.plan;
     const UpdateSchedule& sch = g.history.schedule();
+    if (sch.relearns != p.relearns) {
+      // The schedule was found contradicted: probe densely at once to learn it again.
+      p.relearns = sch.relearns;
+      p.probe_until = t + kProbeNs, p.next_probe = t + kReprobeNs;
+    }
     if (!sch.locked) {
       // Probe: poll densely until three updates are pinned (about two periods).
       p.target.reset();
@@ -519,7 +529,9 @@ struct EnergyMonitor::Impl {
     p.target = j;
     p.guard = false;
     const bool stamps = sch.stamps_are_update_times.value_or(false);
-    p.dense = !stamps && (p.dense_done < kDenseAfterLock || j % kDenseEvery == 0);
+    // Trusted stamps pin every update; one update in kStampRecheckEvery is still bracketed
+    // densely, so stamps that stop agreeing with the reads are caught (CounterHistory).
+    p.dense = stamps ? j % kStampRecheckEvery == 0 : (p.dense_done < kDenseAfterLock || j % kDenseEvery == 0);
     const double g_j = static_cast<double>(*at);
     p.target_reads = 0;
     if (p.dense) {
@@ -577,7 +589,9 @@ struct EnergyMonitor::Impl {
           // Settled: the update after the edge was read, against a learned schedule (before the
           // lock, update times inside wide brackets are guesses; the polling here pins the
           // updates that lock it, about three periods into a fresh monitor's life).
-          if (!gpus[i].has_counter || gpus[i].error || (h.final_at(end_t[i]) && h.schedule().locked)) continue;
+          if (!gpus[i].has_counter || gpus[i].error ||
+              (h.final_at(end_t[i]) && (h.schedule().locked || h.schedule().relearning)))
+            continue;
           if (h.schedule().locked) deadline[i] = std::max(deadline[i], end_t[i] + 3 * h.schedule().period.count());
           if (now >= deadline[i]) {
             // Past the bound: one last read (a starved thread may wake long after the update it
@@ -668,6 +682,7 @@ struct EnergyMonitor::Impl {
           begin.value = start.gpu_mj[i];
           begin.unread_ns = start.gpu_unread[i];
           begin.unread_from = start.gpu_unread_from[i];
+          begin.plain = start.gpu_plain[i] != 0;
           begin_known = start.gpu_read_ok[i] || !estimates();
         } else if (!start.gpu_read_ok[i]) {
           auto v = estimates() ? g.history.value_at(start.gpu_t[i]) : std::nullopt;
@@ -687,6 +702,7 @@ struct EnergyMonitor::Impl {
           // Both edges in one unread span count it once.
           const bool same = begin.unread_ns > 0 && finish.unread_ns > 0 && begin.unread_from == finish.unread_from;
           ge.unread = Seconds(static_cast<double>(begin.unread_ns + (same ? 0 : finish.unread_ns)) * 1e-9);
+          ge.plain_difference = begin.plain || finish.plain;
           if (estimates() && !g.history.final_at(end.gpu_t[i])) {
             if (auto last = g.history.last_update_time())
               ge.extrapolated = Seconds(

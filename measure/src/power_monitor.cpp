@@ -27,7 +27,20 @@ struct Series {
   // known for it, and queries reaching past it are errors, not the last sample held forever.
   std::optional<std::chrono::nanoseconds> stopped_at;
   std::optional<Error> stopped_error;
+  // Driver stamps (GPU series; sampler thread only). A stamp is the sensor's update time only if
+  // it lies between the previous read and this one when the value changed; stamps are used once
+  // kStampsInside changes in a row agreed (kStampsInsideAgain after any disagreed), and never
+  // to backdate a sample by more than the sensor's update period, nor before the last sample.
+  std::optional<std::chrono::nanoseconds> prev_read_wall;
+  std::optional<double> prev_watts;
+  int stamps_inside = 0;
+  int stamps_outside = 0;
+  std::optional<std::chrono::nanoseconds> last_t;
 };
+
+constexpr int kStampsInside = 3;
+constexpr int kStampsInsideAgain = 16;
+constexpr std::chrono::nanoseconds kStampSlack{200'000};
 
 struct GpuSlot {
   unsigned index;  // erg index
@@ -35,6 +48,8 @@ struct GpuSlot {
   std::map<PowerDomain, std::unique_ptr<Series>> series;
   bool failed = false;
   int consecutive_errors = 0;  // a transient error is retried next round, up to kGpuRetries in a row
+  // The most a sample is backdated by a driver stamp: the sensor's update period.
+  std::chrono::nanoseconds max_backdate{kMaxPeriod};
   std::shared_ptr<std::atomic<std::uint64_t>> read_errors = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
@@ -117,15 +132,28 @@ struct PowerMonitor::Impl {
           break;
         }
         slot.consecutive_errors = 0;
-        // Stamp the sample with the time the sensor produced it when the driver says so
-        // (NVML field timestamps), not the time we happened to read it.
+        // Stamp the sample with the time the sensor produced it when the driver's stamps are
+        // shown to be update times (see Series), not the time we happened to read it.
         auto t = clock->now();
+        const double watts = Watts(p->power).value();
+        Series& s = *series;
         if (p->updated_at) {
-          auto age = clock->wall_now() - *p->updated_at;
-          if (age > std::chrono::nanoseconds(0) && age < std::chrono::seconds(2)) t -= age;
+          const auto wall = clock->wall_now();
+          if (s.prev_read_wall && s.prev_watts && watts != *s.prev_watts) {
+            const bool inside =
+                *p->updated_at >= *s.prev_read_wall - kStampSlack && *p->updated_at <= wall + kStampSlack;
+            inside ? ++s.stamps_inside : (s.stamps_inside = 0, ++s.stamps_outside);
+          }
+          s.prev_read_wall = wall;
+          const int need = s.stamps_outside > 0 ? kStampsInsideAgain : kStampsInside;
+          const auto age = wall - *p->updated_at;
+          if (s.stamps_inside >= need && age > std::chrono::nanoseconds(0)) t -= std::min(age, slot.max_backdate);
         }
+        s.prev_watts = watts;
+        if (s.last_t && t < *s.last_t) t = *s.last_t;  // the timeline never runs backwards
+        s.last_t = t;
         std::lock_guard lock(series->mu);
-        series->timeline.add_power(t, Watts(p->power).value());
+        series->timeline.add_power(t, watts);
       }
     }
     for (auto& slot : cpus) {
@@ -312,6 +340,9 @@ Result<std::unique_ptr<PowerMonitor>> PowerMonitor::create(std::vector<std::shar
   }
   for (unsigned i : indices) {
     GpuSlot slot{i, gpus[i], {}, false};
+    const auto& caps = gpus[i]->capabilities();
+    if (const auto u = caps.power_update_period ? caps.power_update_period : caps.energy_update_period)
+      slot.max_backdate = *u;
     const auto& have = gpus[i]->capabilities().power_domains;
     for (auto d : domains)
       if (std::find(have.begin(), have.end(), d) != have.end())

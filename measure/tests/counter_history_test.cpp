@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
+#include <vector>
 
 namespace erg::measure {
 namespace {
@@ -216,6 +219,240 @@ TEST(CounterHistory, ReadsOutOfOrderAreIgnored) {
   h.add(c.read(2000 * kMs));
   h.add(c.read(1000 * kMs));
   EXPECT_EQ(h.reads(), 1u);
+}
+
+/// A counter whose update times are given one by one (any schedule: a random walk, jumps, a
+/// changed period), each showing the energy at constant power up to its update; a stamp that
+/// means what `stamp` says.
+struct Schedule {
+  std::vector<double> times;  // update times, increasing
+  double power_mj_per_ns = 300.0 / 1e9;
+  enum class Stamp { kNone, kUpdate, kIntervalStart, kFloored } stamp = Stamp::kNone;
+
+  std::size_t index_at(double t) const {
+    auto it = std::upper_bound(times.begin(), times.end(), t);
+    return it == times.begin() ? 0 : static_cast<std::size_t>(it - times.begin()) - 1;
+  }
+  double truth(double t) const { return power_mj_per_ns * t; }
+  CounterRead read(double t) const {
+    const std::size_t k = index_at(t);
+    CounterRead r;
+    r.t_ns = static_cast<std::int64_t>(t);
+    r.value = power_mj_per_ns * times[k];
+    switch (stamp) {
+      case Stamp::kNone: break;
+      case Stamp::kUpdate: r.stamp_ns = static_cast<std::int64_t>(times[k]); break;
+      case Stamp::kIntervalStart: r.stamp_ns = static_cast<std::int64_t>(k > 0 ? times[k - 1] : times[k] - 1e8); break;
+      case Stamp::kFloored: r.stamp_ns = static_cast<std::int64_t>(std::floor(times[k] / 1e9) * 1e9); break;
+    }
+    return r;
+  }
+};
+
+/// Update times from 1 s on: `next(previous)` gives each one after the first.
+template <typename Next>
+Schedule make_schedule(double seconds, Next next) {
+  Schedule s;
+  for (double t = 1037 * kMs; t < (1.0 + seconds) * 1e9 + 1e9; t = next(t)) s.times.push_back(t);
+  return s;
+}
+
+/// Reads like the monitor's follower, whatever the schedule: densely (every 0.5 ms) while the
+/// schedule is not locked, then just before and just after each predicted update, densely
+/// around one in ten, and densely again whenever an expected update did not come. Random
+/// window edges from 3 s on (a fresh monitor's first edges are tested on their own): each is a
+/// read too. Each edge, once final, is checked against the truth. Every update lies inside the
+/// bracket of reads around it (the last read that showed the old value, the first that showed
+/// the new one), and an edge placed on the schedule is off by at most the wider bracket of the
+/// two updates around it (the load is constant); a plain read is off by the time since the
+/// update before it, up to a whole period.
+struct Follow {
+  int plain_edges = 0, edges = 0;
+  double worst_ms = 0.0;                           // worst unflagged edge error, in ms of the counter's power
+  double worst_excess_ms = -1e9;                   // worst (error − bracket bound) of an unflagged edge
+  double worst_at = 0.0;                           // where it was (s)
+  std::vector<double> errors_ms, plain_errors_ms;  // every unflagged edge: erg's, a plain read's
+};
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+Follow follow(CounterHistory& h, const Schedule& s, double seconds, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Follow f;
+  const double end = (1.0 + seconds) * 1e9;
+  double t = 1000 * kMs;
+  double next_edge = t + 2000 * kMs;
+  std::vector<double> reads;
+  std::vector<double> pending;  // edges to check once final
+  // The bracket of reads around update k (ms).
+  auto bracket_ms = [&](std::size_t k) {
+    const double u = s.times[k];
+    auto it = std::lower_bound(reads.begin(), reads.end(), u);
+    if (it == reads.begin() || it == reads.end()) return 1e9;
+    return (*it - *std::prev(it)) / kMs;
+  };
+  while (t < end) {
+    h.add(s.read(t));
+    reads.push_back(t);
+    if (t >= next_edge) {
+      pending.push_back(t);
+      next_edge = t + std::uniform_real_distribution<double>(5, 400)(rng) * kMs;
+    }
+    std::erase_if(pending, [&](double e) {
+      auto v = h.value_at(static_cast<std::int64_t>(e));
+      if (!v || !v->final) return t - e > 2e9;  // not final after 2 s: dropped, not checked
+      ++f.edges;
+      if (v->plain) {
+        ++f.plain_edges;
+        EXPECT_DOUBLE_EQ(v->value, s.read(e).value) << "a plain edge is the value read there";
+        return true;
+      }
+      const std::size_t k = s.index_at(e);
+      const double err = std::abs(v->value - s.truth(e)) / s.power_mj_per_ns / kMs;
+      const double bound = std::max(bracket_ms(k), bracket_ms(k + 1)) + 0.01;
+      f.errors_ms.push_back(err);
+      f.plain_errors_ms.push_back((e - s.times[k]) / kMs);
+      if (err > f.worst_ms) f.worst_ms = err, f.worst_at = e / 1e9;
+      f.worst_excess_ms = std::max(f.worst_excess_ms, err - bound);
+      return true;
+    });
+    double step = 0.5 * kMs;
+    const auto& sch = h.schedule();
+    if (sch.locked && !sch.continuous) {
+      const double sigma = static_cast<double>(sch.jitter.count());
+      const auto idx = h.last_index();
+      if (idx) {
+        const double due = static_cast<double>(*h.predicted_time(*idx + 1));
+        const bool dense_one = (*idx + 1) % 10 == 0;
+        const double before = due - (dense_one ? std::max(4 * sigma, 5 * kMs) : 4 * sigma) - 0.3 * kMs;
+        const double after = due + 3 * sigma + 0.3 * kMs;
+        if (t < before - 0.1 * kMs)
+          step = before - t;
+        else if (!dense_one && t < after - 0.1 * kMs)
+          step = after - t;
+      }
+    }
+    t += std::min(step, std::max(0.1 * kMs, next_edge - t));
+  }
+  return f;
+}
+
+void report(const char* what, std::uint64_t seed, const Follow& f, const CounterHistory& h) {
+  std::printf(
+      "%s, seed %llu: %d edges (%d plain); unflagged edge error median %.2f ms (a plain read's %.2f ms), "
+      "worst %.2f ms at %.3f s, worst beyond its bracket %.3f ms; relearns %llu\n",
+      what, static_cast<unsigned long long>(seed), f.edges, f.plain_edges, median(f.errors_ms),
+      median(f.plain_errors_ms), f.worst_ms, f.worst_at, f.worst_excess_ms,
+      static_cast<unsigned long long>(h.schedule().relearns));
+}
+
+TEST(CounterHistory, APinnedUpdateFarOffTheScheduleIsLeftOutNotRelockedOnWithoutEnd) {
+  // A schedule locked on a clean grid, then one update 28 % of a period late: it fits no lock
+  // (the relock found the same point and refitted without end before: a stack overflow).
+  Counter c;
+  c.jitter = [](std::int64_t k) { return k == 30 ? 28 * kMs : 0.0; };
+  CounterHistory h;
+  dense(h, c, 1000 * kMs, 4000);
+  ASSERT_TRUE(h.schedule().locked);
+  EXPECT_EQ(h.schedule().outliers, 1u);
+  EXPECT_EQ(h.schedule().relearns, 0u);
+  EXPECT_NEAR(static_cast<double>(h.schedule().period.count()), c.period_ns, 0.2 * kMs);
+  EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(4345 * kMs))->value, c.truth(4345 * kMs),
+              c.power_mj_per_ns * 0.3 * kMs);
+}
+
+TEST(CounterHistory, LargeUniformJitterNeverRecursesAndEdgesStayRightOrPlain) {
+  // ±12 ms uniform around a 100 ms grid: the schedule the erg CLI crashed on (issue 30).
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    std::mt19937_64 rng(seed);
+    Schedule s;
+    for (int k = 0; k < 700; ++k)
+      s.times.push_back(1037 * kMs + k * 100 * kMs + std::uniform_real_distribution<double>(-12, 12)(rng) * kMs);
+    CounterHistory h;
+    const Follow f = follow(h, s, 60, seed);
+    EXPECT_GT(f.edges, 200);
+    EXPECT_LE(f.worst_excess_ms, 0.0) << "seed " << seed << ": an edge placed outside its brackets";
+    // Placed on the schedule, edges are far closer than plain reads (a period's 50 ms median).
+    EXPECT_LT(median(f.errors_ms), 0.25 * median(f.plain_errors_ms)) << "seed " << seed;
+    report("jitter ±12 ms", seed, f, h);
+  }
+}
+
+TEST(CounterHistory, ARandomWalkScheduleIsFollowedOrRelearnedNeverTrustedWrong) {
+  // Each update a period ± 4 ms after the previous one: the schedule drifts without bound.
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto s = make_schedule(
+        120, [&](double t) { return t + (100 + std::uniform_real_distribution<double>(-4, 4)(rng)) * kMs; });
+    CounterHistory h;
+    const Follow f = follow(h, s, 120, seed);
+    EXPECT_GT(f.edges, 400);
+    EXPECT_LE(f.worst_excess_ms, 0.0) << "seed " << seed << ": an edge placed outside its brackets";
+    EXPECT_LT(median(f.errors_ms), 0.25 * median(f.plain_errors_ms)) << "seed " << seed;
+    EXPECT_TRUE(h.schedule().locked || h.schedule().relearning);
+    report("random walk ±4 ms", seed, f, h);
+  }
+}
+
+TEST(CounterHistory, APhaseJumpIsDetectedAndTheScheduleRelearned) {
+  // A clean grid whose phase jumps by 40 % of a period at 6 s.
+  auto s = make_schedule(20, [](double t) { return t + 100 * kMs + (std::abs(t - 6e9) < 50 * kMs ? 40 * kMs : 0.0); });
+  CounterHistory h;
+  const Follow f = follow(h, s, 20, 7);
+  EXPECT_EQ(h.schedule().relearns, 1u);
+  EXPECT_TRUE(h.schedule().locked);
+  EXPECT_FALSE(h.schedule().relearning);
+  EXPECT_GT(f.plain_edges, 0) << "edges between the jump and the relock are plain reads";
+  EXPECT_LE(f.worst_excess_ms, 0.0);
+  EXPECT_LT(f.worst_ms, 5.0);
+  report("phase jump", 7, f, h);
+  // Relearned on the new phase: an instant well after the jump is exact.
+  EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(17.2345e9))->value, s.truth(17.2345e9),
+              s.power_mj_per_ns * 0.5 * kMs);
+}
+
+TEST(CounterHistory, APeriodThatChangesIsRelearned) {
+  auto s = make_schedule(20, [](double t) { return t + (t < 5e9 ? 100 : 130) * kMs; });
+  CounterHistory h;
+  const Follow f = follow(h, s, 20, 11);
+  EXPECT_GE(h.schedule().relearns, 1u);
+  ASSERT_TRUE(h.schedule().locked);
+  EXPECT_NEAR(static_cast<double>(h.schedule().period.count()), 130 * kMs, 0.5 * kMs);
+  EXPECT_LE(f.worst_excess_ms, 0.0);
+  EXPECT_LT(f.worst_ms, 5.0);
+  report("period 100 → 130 ms", 11, f, h);
+}
+
+TEST(CounterHistory, StampsOfTheIntervalStartOrFlooredToTheSecondAreNeverTrusted) {
+  // Both repeat for a value (the old rule trusted them) but lie outside the bracket of reads
+  // around the update: an interval-start stamp placed every update a period early.
+  for (auto kind : {Schedule::Stamp::kIntervalStart, Schedule::Stamp::kFloored}) {
+    auto s = make_schedule(5, [](double t) { return t + 100 * kMs; });
+    s.stamp = kind;
+    CounterHistory h;
+    for (double t = 1000 * kMs; t < 6e9; t += 0.5 * kMs) h.add(s.read(t));
+    ASSERT_TRUE(h.schedule().stamps_are_update_times.has_value());
+    EXPECT_FALSE(*h.schedule().stamps_are_update_times);
+    ASSERT_TRUE(h.schedule().locked);
+    EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(4.321e9))->value, s.truth(4.321e9), s.power_mj_per_ns * 0.3 * kMs);
+  }
+}
+
+TEST(CounterHistory, UpdateStampsAreTrustedAndDroppedWhenTheyStopAgreeingWithTheReads) {
+  auto s = make_schedule(12, [](double t) { return t + 100 * kMs; });
+  s.stamp = Schedule::Stamp::kUpdate;
+  CounterHistory h;
+  for (double t = 1000 * kMs; t < 4e9; t += 0.5 * kMs) h.add(s.read(t));
+  ASSERT_TRUE(h.schedule().stamps_are_update_times.value_or(false));
+  EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(3.2345e9))->value, s.truth(3.2345e9), 1e-6);
+  // The driver starts stamping the interval's start (a driver update, a different clock).
+  s.stamp = Schedule::Stamp::kIntervalStart;
+  for (double t = 4e9; t < 8e9; t += 0.5 * kMs) h.add(s.read(t));
+  EXPECT_FALSE(h.schedule().stamps_are_update_times.value_or(true));
+  ASSERT_TRUE(h.schedule().locked);
+  EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(7.2345e9))->value, s.truth(7.2345e9), s.power_mj_per_ns * 0.3 * kMs);
 }
 
 }  // namespace

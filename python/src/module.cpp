@@ -1109,6 +1109,16 @@ PYBIND11_MODULE(_core, m) {
                                for (const auto& g : x.gpus) d[py::int_(g.index)] = g.unread.count();
                                return d;
                              })
+      .def_property_readonly(
+          "plain_difference_gpus",
+          [](const Measurement& x) {
+            std::vector<unsigned> out;
+            for (const auto& g : x.gpus)
+              if (g.plain_difference) out.push_back(g.index);
+            return out;
+          },
+          "GPUs whose counter schedule was being relearned at an edge of the window: that edge "
+          "is the plain value read there (off by up to one update period's energy).")
       .def_property_readonly("gpu_sources",
                              [](const Measurement& x) {
                                py::dict d;

@@ -57,6 +57,14 @@ struct UpdateSchedule {
   std::chrono::nanoseconds period{0};  ///< Estimated update period (0 until known).
   std::chrono::nanoseconds jitter{0};  ///< Estimated σ of an update's offset from the schedule.
   std::size_t fitted_updates = 0;      ///< Updates the fit used.
+  /// A schedule that the updates contradicted (see `relearns`) is being learned again: values
+  /// around the updates since the change are plain reads (CounterEstimate::plain) until it locks.
+  bool relearning = false;
+  /// Times a locked schedule was found contradicted by the updates (a wrong lock, drift, a phase
+  /// jump, a changed period) and dropped to be learned again from the updates after the change.
+  std::uint64_t relearns = 0;
+  /// Pinned updates left out of the fit as too far off the schedule (one late or early update).
+  std::uint64_t outliers = 0;
 };
 
 /// The value of a counter at an instant.
@@ -70,6 +78,10 @@ struct CounterEstimate {
   /// evenly instead of as the sensor counted it period by period.
   std::int64_t unread_ns = 0;
   std::int64_t unread_from = 0;  ///< Where that span begins (the update read before it).
+  /// The schedule was not trusted around the instant (being relearned after the updates
+  /// contradicted it): the value is the one read last at or before it, as a plain difference of
+  /// reads takes it, off by up to a period's increment.
+  bool plain = false;
 };
 
 class CounterHistory {
@@ -122,20 +134,36 @@ class CounterHistory {
     std::int64_t time = 0;              // estimated update time (cached; see estimate_times)
     // No read showed the value before this one (the first record): `lo` is only a guess.
     bool open = false;
+    // Left out of fits: a pinned time too far off the schedule.
+    bool outlier = false;
+    // Its time was not placed by a trusted schedule (see UpdateSchedule::trusted).
+    bool untrusted = false;
+    std::uint64_t seq = 0;  // order of arrival (records_ drops old ones from the front)
   };
 
   void add_record(const CounterRead& read);
   void note_stamps(const CounterRead& read);
   void try_lock();
   void refit();
+  void fit();
+  [[nodiscard]] int check(const Record& r) const;  // 1 contradicts, 0 agrees, -1 says nothing
+  void note_check(bool miss);
+  void relearn();
+  void check_stamp(const Record& r);
+  void trust_stamps(bool trust);
   void assign_index(Record& r, const Record* prev) const;
   void estimate_times();
   [[nodiscard]] std::int64_t estimate(const Record& r) const;
-  [[nodiscard]] double grid(double index) const { return phase_ + index * period_; }
+  /// The fitted line of the schedule, and the predicted time of update `index`: the line, plus
+  /// (for a drifting schedule) the offsets of the pinned updates around it.
+  [[nodiscard]] double line(double index) const { return phase_ + index * period_; }
+  [[nodiscard]] double grid(double index) const { return line(index) + (drifting_ ? drift_at(index) : 0.0); }
+  [[nodiscard]] double drift_at(double index) const;
   [[nodiscard]] double rate_before(std::size_t k) const;
   [[nodiscard]] double recent_period_energy() const;
   [[nodiscard]] bool narrow(const Record& r) const;
   [[nodiscard]] double prelock_period() const;
+  [[nodiscard]] std::optional<CounterEstimate> plain_at(std::int64_t t_ns) const;
   [[nodiscard]] double prelock_hold() const;  // the longest a value is shown before the lock
   void place_open_before_narrow();
   void fix_open_index();
@@ -147,11 +175,25 @@ class CounterHistory {
   double period_ = 0.0;  // ns
   double phase_ = 0.0;   // ns: time of index 0
   double sigma_ = 0.0;   // ns
+  // A drifting schedule (its updates wander off any line, as a random walk does): the pinned
+  // updates' offsets from the line, by index, interpolated between them and held after the last.
+  bool drifting_ = false;
+  std::vector<std::pair<double, double>> anchors_;
   std::uint64_t updates_seen_ = 0;
   std::uint64_t reads_ = 0;
   std::int64_t last_read_ = 0;
-  // Stamp evidence: reads whose value repeated with the same / a different stamp.
+  // Stamp evidence: reads whose value repeated with the same / a different stamp; updates in a
+  // row whose stamp lay inside the bracket of reads around the update, and stamps seen outside
+  // their bracket (proof that they are not update times).
   int stamp_same_ = 0, stamp_moved_ = 0;
+  int stamp_inside_ = 0, stamp_outside_ = 0;
+  // The schedule check: the outcomes of the last checks (bit set: the update contradicted the
+  // schedule), newest in bit 0, and how many are recorded (at most 8).
+  std::uint32_t miss_bits_ = 0;
+  std::uint64_t miss_seq_[8] = {};  // the record each check was made on, newest first
+  int checks_ = 0;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t learn_from_ = 0;  // the schedule is learned from records from this seq on
   std::size_t since_refit_ = 0;
   double tail_rate_ = 0.0;  // rate_before(last record), cached: the hot path extrapolates from it
 };

@@ -50,6 +50,11 @@ struct GpuEnergy {
   /// Reads of the GPU that failed during the window (each retried; a counter keeps counting
   /// across failed reads, so the figure stays exact if a later read succeeds).
   std::uint64_t read_errors = 0;
+  /// The counter's update schedule was not trusted at an edge of the window (the updates had
+  /// just contradicted the learned one: a drifting or jumping schedule, a changed period, and it
+  /// was being learned again): that edge is the plain value read there, as Zeus takes it, off by
+  /// up to one update period's energy, instead of being placed on the schedule.
+  bool plain_difference = false;
   /// A counter anomaly, a failed read, or an unknown energy: look at the fields above.
   bool affected = false;
   /// Why the energy is unknown (with `energy` nullopt), or the last read error when a read at an
