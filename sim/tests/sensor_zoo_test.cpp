@@ -5,6 +5,7 @@
 // undelayed one, each stamp mode against the exact stamp it states, a nominal-period increment
 // against the actual-period one, an exponential average against the boxcar.
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "erg/backends/amdsmi/amdsmi_abi.h"
 #include "sim_fixture.hpp"
 
 namespace erg::sim {
@@ -581,6 +583,96 @@ TEST_F(SensorZoo, SchedulesAreAFunctionOfTheSeedNotOfHowTheMachineIsDriven) {
     }
     EXPECT_EQ(a.average, b.average) << z;
   }
+}
+
+/// The simulated libamd_smi.so (dlopen, like the NVML one), with the calls the AMD check needs.
+struct AmdSmi {
+  void* lib = ::dlopen(ERG_SIM_AMDSMI, RTLD_NOW | RTLD_LOCAL);
+  template <class F>
+  F sym(const char* name) {
+    return lib != nullptr ? reinterpret_cast<F>(::dlsym(lib, name)) : nullptr;
+  }
+  amdsmi_init_fn init = sym<amdsmi_init_fn>("amdsmi_init");
+  amdsmi_shut_down_fn shut_down = sym<amdsmi_shut_down_fn>("amdsmi_shut_down");
+  amdsmi_get_socket_handles_fn sockets = sym<amdsmi_get_socket_handles_fn>("amdsmi_get_socket_handles");
+  amdsmi_get_processor_handles_fn processors = sym<amdsmi_get_processor_handles_fn>("amdsmi_get_processor_handles");
+  amdsmi_get_energy_count_fn energy = sym<amdsmi_get_energy_count_fn>("amdsmi_get_energy_count");
+  amdsmi_get_power_info_fn power = sym<amdsmi_get_power_info_fn>("amdsmi_get_power_info");
+  ~AmdSmi() {
+    if (lib != nullptr) ::dlclose(lib);
+  }
+};
+
+TEST_F(SensorZoo, AmdEnergyStampsPublishDelayAndExponentialAverage) {
+  start(R"({"gpus":[{"sku":"MI210","stamps":"interval_start","publish_delay_ms":20,"average":"exponential",)"
+        R"("energy_period_ms":100,"jitter_ms":0},{"sku":"MI210","stamps":"floored","stamp_unit_ms":250},)"
+        R"({"sku":"MI210"}],"cpus":0})");  // GPU 2: the SKU's 10 ms period (the boxcar: 100 updates)
+  const auto created = machine_->now();
+  AmdSmi amd;
+  ASSERT_TRUE(amd.init && amd.shut_down && amd.sockets && amd.processors && amd.energy && amd.power) << ::dlerror();
+  ASSERT_EQ(amd.init(AMDSMI_INIT_AMD_GPUS), AMDSMI_STATUS_SUCCESS);
+  std::uint32_t n = 3;
+  amdsmi_socket_handle sockets[3] = {};
+  ASSERT_EQ(amd.sockets(&n, sockets), AMDSMI_STATUS_SUCCESS);
+  ASSERT_EQ(n, 3u);
+  amdsmi_processor_handle h[3] = {};
+  for (unsigned i = 0; i < 3; ++i) {
+    std::uint32_t one = 1;
+    ASSERT_EQ(amd.processors(sockets[i], &one, &h[i]), AMDSMI_STATUS_SUCCESS);
+  }
+  struct Reading {
+    std::uint64_t count = 0, stamp = 0;
+  };
+  auto energy = [&](unsigned g) {
+    Reading r;
+    float resolution = 0;
+    EXPECT_EQ(amd.energy(h[g], &r.count, &resolution, &r.stamp), AMDSMI_STATUS_SUCCESS);
+    return r;
+  };
+  auto average_w = [&](unsigned g) {
+    erg_amdsmi_power_info_any_t info{};
+    EXPECT_EQ(amd.power(h[g], &info), AMDSMI_STATUS_SUCCESS);
+    return static_cast<double>(info.v26.average_socket_power);
+  };
+  ASSERT_TRUE(machine_->advance(1234ms));
+  // The default: the update time on the GPU's clock (ns from creation); floored: to 250 ms.
+  const auto last2 = machine_->sensor_info(2)->last_update, last1 = machine_->sensor_info(1)->last_update;
+  EXPECT_EQ(energy(2).stamp, static_cast<std::uint64_t>((last2 - created).count()));
+  EXPECT_EQ(energy(1).stamp, static_cast<std::uint64_t>((last1 - created) / 250ms * 250'000'000));
+  // GPU 0: the previous update's time (interval start), 20 ms late.
+  const auto tau = machine_->sensor_info(0)->next_update;
+  ASSERT_TRUE(machine_->advance(tau - machine_->now() - 1ms));
+  const Reading before = energy(0);
+  EXPECT_EQ(before.stamp, static_cast<std::uint64_t>((tau - 200ms - created).count()));
+  ASSERT_TRUE(machine_->advance(2ms));
+  const Reading early = energy(0);
+  EXPECT_EQ(early.count, before.count) << "not readable yet";
+  EXPECT_EQ(early.stamp, before.stamp);
+  ASSERT_TRUE(machine_->advance(20ms));
+  const Reading late = energy(0);
+  EXPECT_GT(late.count, before.count);
+  EXPECT_EQ(late.stamp, static_cast<std::uint64_t>((tau - 100ms - created).count()));
+
+  // The exponential average (GPU 0) against the boxcar (GPU 2) after a step at GPU 0's update.
+  const auto tau0 = machine_->sensor_info(0)->next_update;
+  ASSERT_TRUE(machine_->advance(tau0 - machine_->now()));
+  const double low[2] = {average_w(0), average_w(2)};
+  ASSERT_TRUE(machine_->set_utilization(0, 0.6));
+  ASSERT_TRUE(machine_->set_utilization(2, 0.6));
+  std::vector<double> raw[2];
+  for (int k = 1; k <= 60; ++k) {
+    ASSERT_TRUE(machine_->advance(tau0 + k * 100ms + 21ms - machine_->now()));  // update k, readable
+    raw[0].push_back(average_w(0));
+    raw[1].push_back(average_w(2));
+  }
+  const double high[2] = {raw[0].back(), raw[1].back()};
+  ASSERT_GT(high[0], low[0] + 50.0);
+  for (int k : {5, 10, 20, 30}) {
+    const double norm = (raw[0][k - 1] - low[0]) / (high[0] - low[0]);
+    EXPECT_NEAR(norm, 1.0 - std::exp(-0.1 * k), 0.04) << "t = " << 0.1 * k << " s";
+  }
+  EXPECT_GT((raw[1][14] - low[1]) / (high[1] - low[1]), 0.95) << "the boxcar is there after 1.5 s";
+  EXPECT_EQ(amd.shut_down(), AMDSMI_STATUS_SUCCESS);
 }
 
 }  // namespace
