@@ -29,6 +29,23 @@ namespace fs = std::filesystem;
 using detail::Lock;
 using detail::State;
 
+// The state stores the sensor zoo's modes as the enums' values.
+static_assert(static_cast<int>(Schedule::kGrid) == detail::kScheduleGrid &&
+              static_cast<int>(Schedule::kRandomWalk) == detail::kScheduleRandomWalk &&
+              static_cast<int>(Schedule::kPhaseJumps) == detail::kSchedulePhaseJumps &&
+              static_cast<int>(Schedule::kSkips) == detail::kScheduleSkips &&
+              static_cast<int>(Schedule::kPeriodChange) == detail::kSchedulePeriodChange);
+static_assert(static_cast<int>(StampMode::kUpdate) == detail::kStampUpdate &&
+              static_cast<int>(StampMode::kRead) == detail::kStampRead &&
+              static_cast<int>(StampMode::kIntervalStart) == detail::kStampIntervalStart &&
+              static_cast<int>(StampMode::kFloored) == detail::kStampFloored &&
+              static_cast<int>(StampMode::kUnrelated) == detail::kStampUnrelated);
+static_assert(static_cast<int>(Increment::kWhole) == detail::kIncrementWhole &&
+              static_cast<int>(Increment::kPartial) == detail::kIncrementPartial &&
+              static_cast<int>(Increment::kPartialNominal) == detail::kIncrementPartialNominal);
+static_assert(static_cast<int>(AverageMode::kBoxcar) == detail::kAverageBoxcar &&
+              static_cast<int>(AverageMode::kExponential) == detail::kAverageExponential);
+
 namespace {
 
 // Real-clock mode: the lease holder rewrites the powercap files every RAPL update period
@@ -116,6 +133,12 @@ Result<MachineSpec> spec_from_state(const State& s) {
     GpuSpec gs{std::string(detail::sku_of(g).key), std::string(g.uuid)};
     gs.partial_sampling = g.partial_sampling != 0;
     gs.counter = static_cast<CounterMode>(g.counter_mode);
+    // The sensor zoo, as far as the state keeps it (what the GPU does, not how it was asked).
+    if (g.energy_ticks.schedule != detail::kScheduleGrid) gs.schedule = static_cast<Schedule>(g.energy_ticks.schedule);
+    if (g.publish_delay_ns > 0) gs.publish_delay_ms = static_cast<double>(g.publish_delay_ns) / 1e6;
+    if (g.stamp_mode >= 0) gs.stamps = static_cast<StampMode>(g.stamp_mode);
+    if (g.partial_sampling != 0) gs.increment = static_cast<Increment>(g.increment);
+    if (g.average != detail::kAverageBoxcar) gs.average = static_cast<AverageMode>(g.average);
     spec.gpus.push_back(std::move(gs));
   }
   for (unsigned c = 0; c < s.cpu_count; ++c) {
@@ -559,6 +582,17 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
     init.partial_sampling = spec.gpus[i].partial_sampling ? (*spec.gpus[i].partial_sampling ? 1 : 0) : -1;
     init.energy_period_ms = spec.gpus[i].energy_period_ms.value_or(0.0);
     init.jitter_ms = spec.gpus[i].jitter_ms.value_or(-1.0);
+    const GpuSpec& zoo = spec.gpus[i];
+    init.schedule = static_cast<std::int32_t>(zoo.schedule.value_or(Schedule::kGrid));
+    init.phase_jump_s = zoo.phase_jump_s.value_or(init.phase_jump_s);
+    init.skip_share = zoo.skip_share.value_or(init.skip_share);
+    init.change_at_s = zoo.change_at_s.value_or(init.change_at_s);
+    init.period_after_ms = zoo.period_after_ms.value_or(init.period_after_ms);
+    init.publish_delay_ms = zoo.publish_delay_ms.value_or(0.0);
+    init.stamps = zoo.stamps ? static_cast<std::int32_t>(*zoo.stamps) : -1;
+    init.stamp_unit_ms = zoo.stamp_unit_ms.value_or(init.stamp_unit_ms);
+    init.increment = zoo.increment ? static_cast<std::int32_t>(*zoo.increment) : -1;
+    init.average = static_cast<std::int32_t>(zoo.average.value_or(AverageMode::kBoxcar));
     detail::init_gpu(g, init, now);
     g.counter_mode = static_cast<std::int32_t>(spec.gpus[i].counter);
     std::string uuid = spec.gpus[i].uuid.value_or(default_uuid(i));
@@ -1024,12 +1058,40 @@ Result<SensorInfo> Machine::sensor_info(unsigned gpu) {
       static_cast<std::int64_t>(g.shared_ticks ? g.energy_ticks.jitter_ns : g.power_ticks.jitter_ns));
   info.gain = g.gain;
   info.partial_sampling = g.partial_sampling != 0;
-  info.sampled_window = std::chrono::milliseconds(g.partial_sampling ? detail::sku_of(g).sampled_window_ms : 0);
+  info.sampled_window = std::chrono::nanoseconds(g.partial_sampling ? g.sample_window_ns : 0);
   info.last_update = std::chrono::nanoseconds(g.energy_ticks.last_ns);
   info.next_update = std::chrono::nanoseconds(g.energy_ticks.next_ns);
   info.utilization_period = std::chrono::nanoseconds(g.procs.ticks.period_ns);
   info.utilization_jitter = std::chrono::nanoseconds(static_cast<std::int64_t>(g.procs.ticks.jitter_ns));
+  const auto& et = g.energy_ticks;
+  info.schedule = static_cast<Schedule>(et.schedule);
+  if (et.schedule == detail::kSchedulePhaseJumps) info.phase_jump_every = std::chrono::nanoseconds(et.every_ns);
+  if (et.schedule == detail::kScheduleSkips) info.skip_share = et.skip_share;
+  if (et.schedule == detail::kSchedulePeriodChange) {
+    info.period_change_at = std::chrono::nanoseconds(et.event_ns);
+    info.period_after = std::chrono::nanoseconds(et.period_after_ns);
+  }
+  info.publish_delay = std::chrono::nanoseconds(g.publish_delay_ns);
+  info.stamps = static_cast<StampMode>(detail::nvml_stamp_mode(*s, g));
+  info.stamp_unit = std::chrono::microseconds(g.stamp_unit_us);
+  info.stamp_offset = std::chrono::nanoseconds(g.stamp_offset_ns);
+  info.stamp_drift = g.stamp_rate;
+  info.increment = static_cast<Increment>(g.increment);
+  info.nominal_period = std::chrono::nanoseconds(g.nominal_period_ns);
+  info.average = static_cast<AverageMode>(g.average);
   return info;
+}
+
+Result<Joules> Machine::physical_energy_at(unsigned gpu, std::chrono::nanoseconds t) {
+  if (auto r = impl_->check_gpu(gpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  auto& g = s->gpus[gpu];
+  detail::advance_gpu(g, detail::sim_now(*s));
+  if (t.count() > g.last_ns) return fail(ErrorCode::kUnavailable, "the simulated GPU has not reached that time yet");
+  double j = 0.0;
+  if (detail::physical_energy_at(g, t.count(), j)) return Joules(j);
+  return fail(ErrorCode::kNotFound, "that time is older than the physical energy kept (about the last 20 s)");
 }
 
 namespace {
@@ -1324,7 +1386,7 @@ Result<void> Machine::reset_energy_counter(unsigned gpu) {
   auto& g = s->gpus[gpu];
   detail::advance_gpu(g, detail::sim_now(*s));
   // The counter reads 0 now; the next update adds that period's energy.
-  g.counter_offset_mj = g.counter_start_mj + g.sensor_energy_j * 1000.0;
+  g.counter_offset_mj = g.counter_start_mj + detail::visible_sensor_energy_j(g) * 1000.0;
   return ok();
 }
 

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -115,6 +116,128 @@ std::optional<CounterMode> parse_counter_mode(std::string_view v) {
   if (l == "frozen") return CounterMode::kFrozen;
   if (l == "backwards") return CounterMode::kBackwards;
   return std::nullopt;
+}
+
+/// Lowercase with '-' as '_' (so "random-walk" and "random_walk" are the same name).
+std::string name_of(std::string_view v) {
+  std::string l = lowered(trim(v));
+  for (char& c : l)
+    if (c == '-') c = '_';
+  return l;
+}
+
+std::optional<Schedule> parse_schedule(std::string_view v) {
+  const std::string l = name_of(v);
+  if (l == "grid") return Schedule::kGrid;
+  if (l == "random_walk") return Schedule::kRandomWalk;
+  if (l == "phase_jumps") return Schedule::kPhaseJumps;
+  if (l == "skips") return Schedule::kSkips;
+  if (l == "period_change") return Schedule::kPeriodChange;
+  return std::nullopt;
+}
+
+std::optional<StampMode> parse_stamp_mode(std::string_view v) {
+  const std::string l = name_of(v);
+  if (l == "update") return StampMode::kUpdate;
+  if (l == "read") return StampMode::kRead;
+  if (l == "interval_start") return StampMode::kIntervalStart;
+  if (l == "floored") return StampMode::kFloored;
+  if (l == "unrelated") return StampMode::kUnrelated;
+  return std::nullopt;
+}
+
+std::optional<Increment> parse_increment(std::string_view v) {
+  const std::string l = name_of(v);
+  if (l == "whole") return Increment::kWhole;
+  if (l == "partial") return Increment::kPartial;
+  if (l == "partial_nominal") return Increment::kPartialNominal;
+  return std::nullopt;
+}
+
+std::optional<AverageMode> parse_average(std::string_view v) {
+  const std::string l = name_of(v);
+  if (l == "boxcar") return AverageMode::kBoxcar;
+  if (l == "exponential") return AverageMode::kExponential;
+  return std::nullopt;
+}
+
+/// One sensor-zoo field of a JSON GPU object: true if `key` was one (errors go to `err`).
+bool zoo_field(const std::string& key, const nlohmann::json& v, GpuSpec& gs, std::optional<Error>& err) {
+  auto text = [&] { return key + "=" + v.dump(); };
+  auto named = [&](auto parse, auto& out, std::string_view allowed) {
+    auto value = v.is_string() ? parse(v.template get<std::string>()) : std::nullopt;
+    if (value)
+      out = *value;
+    else
+      err = bad(text(), key + " is " + std::string(allowed)).value();
+  };
+  auto number = [&](std::optional<double>& out, double lo, double hi, std::string_view unit) {
+    const double x = v.is_number() ? v.get<double>() : std::nan("");
+    if (x >= lo && x <= hi) {
+      out = x;
+      return;
+    }
+    std::ostringstream os;
+    os << key << " is a number of " << unit << " within " << lo << ".." << hi;
+    err = bad(text(), os.str()).value();
+  };
+  if (key == "schedule") {
+    named(parse_schedule, gs.schedule, "\"grid\", \"random_walk\", \"phase_jumps\", \"skips\" or \"period_change\"");
+  } else if (key == "stamps") {
+    named(parse_stamp_mode, gs.stamps, "\"update\", \"read\", \"interval_start\", \"floored\" or \"unrelated\"");
+  } else if (key == "increment") {
+    named(parse_increment, gs.increment, "\"whole\", \"partial\" or \"partial_nominal\"");
+  } else if (key == "average") {
+    named(parse_average, gs.average, "\"boxcar\" or \"exponential\"");
+  } else if (key == "phase_jump_s") {
+    number(gs.phase_jump_s, 0.01, 3600.0, "seconds");
+  } else if (key == "skip_share") {
+    number(gs.skip_share, 0.0, 0.5, "updates (a share)");
+  } else if (key == "change_at_s") {
+    number(gs.change_at_s, 0.0, 3600.0, "seconds");
+  } else if (key == "period_after_ms") {
+    number(gs.period_after_ms, 1.0, 10000.0, "ms");
+  } else if (key == "publish_delay_ms") {
+    number(gs.publish_delay_ms, 0.0, 5000.0, "ms");
+  } else if (key == "stamp_unit_ms") {
+    number(gs.stamp_unit_ms, 0.001, 3600000.0, "ms");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// The sensor-zoo fields that only apply to one mode, and partial_sampling against increment.
+Result<void> check_zoo(const GpuSpec& gs) {
+  auto needs = [&](const char* field, bool given, bool ok, const char* what) -> Result<void> {
+    if (given && !ok) return bad(field, std::string(field) + " needs " + what);
+    return erg::ok();
+  };
+  const Schedule sch = gs.schedule.value_or(Schedule::kGrid);
+  if (auto r = needs("phase_jump_s", gs.phase_jump_s.has_value(), sch == Schedule::kPhaseJumps,
+                     "\"schedule\": \"phase_jumps\"");
+      !r)
+    return r;
+  if (auto r = needs("skip_share", gs.skip_share.has_value(), sch == Schedule::kSkips, "\"schedule\": \"skips\""); !r)
+    return r;
+  if (auto r = needs("change_at_s", gs.change_at_s.has_value(), sch == Schedule::kPeriodChange,
+                     "\"schedule\": \"period_change\"");
+      !r)
+    return r;
+  if (auto r = needs("period_after_ms", gs.period_after_ms.has_value(), sch == Schedule::kPeriodChange,
+                     "\"schedule\": \"period_change\"");
+      !r)
+    return r;
+  if (auto r = needs("stamp_unit_ms", gs.stamp_unit_ms.has_value(), gs.stamps == StampMode::kFloored,
+                     "\"stamps\": \"floored\"");
+      !r)
+    return r;
+  if (gs.partial_sampling && gs.increment && *gs.partial_sampling != (*gs.increment != Increment::kWhole))
+    return bad("partial_sampling", "partial_sampling " + std::string(*gs.partial_sampling ? "true" : "false") +
+                                       " contradicts increment \"" + std::string(to_string(*gs.increment)) +
+                                       "\" (partial_sampling false is \"whole\", true \"partial\" or "
+                                       "\"partial_nominal\")");
+  return erg::ok();
 }
 
 /// Appends the GPUs of one card: one, or one per die of a dual-die card.
@@ -237,14 +360,20 @@ Result<MachineSpec> parse_json(std::string_view text, const std::string& source)
             const bool ok = gk == "energy_period_ms" ? (v >= 1.0 && v <= 10000.0) : (v >= 0.0 && v <= 1000.0);
             if (!ok) return bad(gk + "=" + gv.dump(), "energy_period_ms is 1..10000, jitter_ms 0..1000");
             (gk == "energy_period_ms" ? gs.energy_period_ms : gs.jitter_ms) = v;
+          } else if (std::optional<Error> err; zoo_field(gk, gv, gs, err)) {
+            if (err) return fail(*err);
           } else if (gk == "uuid") {
             if (!gv.is_string() || !valid_uuid(gv.get<std::string>()))
               return bad(gv.dump(), "uuid must be a string like GPU-xxxxxxxx-...");
             gs.uuid = gv.get<std::string>();
           } else {
-            return bad(gk, "unknown GPU field (sku, uuid, counter, partial_sampling, energy_period_ms, jitter_ms)");
+            return bad(gk,
+                       "unknown GPU field (sku, uuid, counter, partial_sampling, energy_period_ms, jitter_ms, "
+                       "schedule, phase_jump_s, skip_share, change_at_s, period_after_ms, publish_delay_ms, stamps, "
+                       "stamp_unit_ms, increment, average)");
           }
         }
+        if (auto r = check_zoo(gs); !r) return fail(r.error());
         if (gs.counter != CounterMode::kNormal && card->vendor != Vendor::kAmd)
           return bad(gs.sku, "counter modes are for AMD GPUs");
         push_card(spec.gpus, *card, std::move(gs));
@@ -329,6 +458,38 @@ std::string_view to_string(RaplStart start) {
     case RaplStart::kRandom:
     default: return "random";
   }
+}
+
+std::string_view to_string(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kRandomWalk: return "random_walk";
+    case Schedule::kPhaseJumps: return "phase_jumps";
+    case Schedule::kSkips: return "skips";
+    case Schedule::kPeriodChange: return "period_change";
+    case Schedule::kGrid:
+    default: return "grid";
+  }
+}
+std::string_view to_string(StampMode stamps) {
+  switch (stamps) {
+    case StampMode::kRead: return "read";
+    case StampMode::kIntervalStart: return "interval_start";
+    case StampMode::kFloored: return "floored";
+    case StampMode::kUnrelated: return "unrelated";
+    case StampMode::kUpdate:
+    default: return "update";
+  }
+}
+std::string_view to_string(Increment increment) {
+  switch (increment) {
+    case Increment::kPartial: return "partial";
+    case Increment::kPartialNominal: return "partial_nominal";
+    case Increment::kWhole:
+    default: return "whole";
+  }
+}
+std::string_view to_string(AverageMode average) {
+  return average == AverageMode::kExponential ? "exponential" : "boxcar";
 }
 
 Result<MachineSpec> parse_spec(std::string_view text) {

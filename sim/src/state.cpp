@@ -109,7 +109,23 @@ enum Salt : std::uint64_t {
   kSaltJitter,
   kSaltCpu,
   kSaltUtilTicks,
+  kSaltStamp,
 };
+
+// The sensor zoo (sim/README.md, "Sensors").
+// A random-walk step is never shorter than this (a huge jitter must not reorder updates).
+constexpr std::int64_t kMinWalkStepNs = 1000;
+// Phase jumps: the jump, as a share of the period (uniform in the range).
+constexpr double kJumpMin = 0.2, kJumpMax = 0.8;
+// Partial increments on a SKU that samples no window of its own sample this one.
+constexpr std::int64_t kDefaultSampledWindowNs = 25'000'000;
+// Period change: the default new period, relative to the old one.
+constexpr double kPeriodAfterDefault = 1.3;
+// The exponential average's time constant.
+constexpr double kAverageTauS = 1.0;
+// The unrelated stamp clock: a constant offset uniform in this range (s) and a drift uniform in ±.
+constexpr double kUnrelatedOffsetMinS = 3.0, kUnrelatedOffsetMaxS = 8.0;
+constexpr double kUnrelatedDrift = 1e-3;
 
 std::uint64_t key(std::uint64_t seed, std::uint64_t salt, std::uint64_t a = 0, std::uint64_t b = 0) {
   return mix64(mix64(mix64(seed ^ (salt * 0x100000001b3ULL)) ^ a) ^ b);
@@ -128,18 +144,88 @@ double decay(double tau_ms) { return std::exp(-1.0 / tau_ms); }  // per 1 ms ste
 const double kUp = 1.0 - decay(kClockUpTauMs), kDown = 1.0 - decay(kClockDownTauMs);
 const double kElec = 1.0 - decay(kElecTauMs), kTrans = decay(kTransientTauMs);
 
-std::int64_t tick_time(const TickSeries& t, std::int64_t k) {
-  std::int64_t base = t.origin_ns + k * t.period_ns;
-  if (t.jitter_ns > 0.0) {
-    const double j = std::clamp(t.jitter_ns * gauss(mix64(t.salt ^ static_cast<std::uint64_t>(k))), -3.0 * t.jitter_ns,
-                                3.0 * t.jitter_ns);
-    base += static_cast<std::int64_t>(std::llround(j));
+/// Update k's offset from its schedule: clip(σ·g_k, ±3σ), whole ns.
+std::int64_t jitter_of(const TickSeries& t, std::int64_t k) {
+  if (t.jitter_ns <= 0.0) return 0;
+  const double j = std::clamp(t.jitter_ns * gauss(mix64(t.salt ^ static_cast<std::uint64_t>(k))), -3.0 * t.jitter_ns,
+                              3.0 * t.jitter_ns);
+  return static_cast<std::int64_t>(std::llround(j));
+}
+
+std::int64_t tick_time(const TickSeries& t, std::int64_t k) { return t.origin_ns + k * t.period_ns + jitter_of(t, k); }
+
+/// A seeded uniform draw of the sensor zoo's schedules: `what` names the quantity, `k` its index.
+double zoo_uniform(const TickSeries& t, std::uint64_t what, std::int64_t k) {
+  return uniform01(mix64(mix64(t.salt ^ (what * 0x9e3779b97f4a7c15ULL)) ^ static_cast<std::uint64_t>(k)));
+}
+
+/// The next update of a sequential (sensor zoo) schedule after t.last_ns; moves the schedule's
+/// state on. t.next_index is the index of the update being scheduled.
+std::int64_t zoo_next(TickSeries& t) {
+  switch (t.schedule) {
+    case kScheduleRandomWalk:  // τ_k = τ_{k−1} + period + clip(σ·g_k, ±3σ)
+      return t.last_ns + std::max(kMinWalkStepNs, t.period_ns + jitter_of(t, t.next_index));
+    case kSchedulePhaseJumps: {
+      std::int64_t at = tick_time(t, t.grid_k);
+      while (t.event_ns > 0 && at >= t.event_ns) {  // a jump: this and every later update moves later
+        const double share = kJumpMin + (kJumpMax - kJumpMin) * zoo_uniform(t, 1, t.jumps);
+        t.origin_ns += std::llround(share * static_cast<double>(t.period_ns));
+        ++t.jumps;
+        t.event_ns += t.every_ns;
+        at = tick_time(t, t.grid_k);
+      }
+      ++t.grid_k;
+      return at;
+    }
+    case kScheduleSkips:
+      for (;;) {
+        const std::int64_t k = t.grid_k;
+        const double u = zoo_uniform(t, 2, k);
+        if (u < t.skip_share) {  // skipped: the next update covers this period too
+          ++t.grid_k;
+          continue;
+        }
+        if (u < 2.0 * t.skip_share && t.mid_done == 0) {  // doubled: first an update in the middle
+          t.mid_done = 1;
+          return tick_time(t, k - 1) + (tick_time(t, k) - tick_time(t, k - 1)) / 2;
+        }
+        t.mid_done = 0;
+        ++t.grid_k;
+        return tick_time(t, k);
+      }
+    case kSchedulePeriodChange: {
+      const std::int64_t k = t.grid_k++;
+      if (t.jumps == 0 && t.origin_ns + k * t.period_ns >= t.event_ns) {
+        // The grid goes on from its last nominal point before the change with the new period.
+        const std::int64_t prev = t.origin_ns + (k - 1) * t.period_ns;
+        t.period_ns = t.period_after_ns;
+        t.origin_ns = prev - (k - 1) * t.period_ns;
+        t.jumps = 1;
+      }
+      return tick_time(t, k);
+    }
+    default: return tick_time(t, t.next_index);
   }
-  return base;
+}
+
+void step_series(TickSeries& t) {
+  t.last_ns = t.next_ns;
+  ++t.next_index;
+  t.next_ns = t.schedule == kScheduleGrid ? tick_time(t, t.next_index) : zoo_next(t);
 }
 
 /// Sets up a schedule so that last_ns ≤ now < next_ns.
 void init_series(TickSeries& t, std::int64_t now) {
+  if (t.schedule != kScheduleGrid) {
+    // Sequential: from the grid point before the first one (the period under way at creation).
+    t.grid_k = 0;
+    t.mid_done = 0;
+    t.next_index = 0;
+    t.last_ns = std::min(tick_time(t, -1), now);
+    t.next_ns = zoo_next(t);
+    while (t.next_ns <= now) step_series(t);
+    return;
+  }
   std::int64_t k = floor_div(now - t.origin_ns, t.period_ns);
   while (tick_time(t, k) > now) --k;
   while (tick_time(t, k + 1) <= now) ++k;
@@ -148,15 +234,7 @@ void init_series(TickSeries& t, std::int64_t now) {
   t.next_ns = tick_time(t, k + 1);
 }
 
-void step_series(TickSeries& t) {
-  t.last_ns = t.next_ns;
-  ++t.next_index;
-  t.next_ns = tick_time(t, t.next_index);
-}
-
-std::int64_t sampled_window_ns(const GpuState& g) {
-  return g.partial_sampling ? static_cast<std::int64_t>(sku_of(g).sampled_window_ms) * 1'000'000 : 0;
-}
+std::int64_t sampled_window_ns(const GpuState& g) { return g.partial_sampling ? g.sample_window_ns : 0; }
 std::int64_t instant_window_ns(const GpuState& g) {
   return g.faithful ? static_cast<std::int64_t>(sku_of(g).instant_window_ms) * 1'000'000 : 0;
 }
@@ -225,7 +303,27 @@ void push_ring(GpuState& g, std::int64_t t, double s) {
   const auto i = static_cast<std::size_t>(g.ring_count % kTickRing);
   g.ring_t[i] = t;
   g.ring_s[i] = s;
+  g.ring_a[i] = g.avg_exp_w;
   ++g.ring_count;
+}
+
+void push_power(GpuState& g, std::int64_t t, double w) {
+  const auto i = static_cast<std::size_t>(g.pw_count % kPowerRing);
+  g.pw_t[i] = t;
+  g.pw_w[i] = w;
+  ++g.pw_count;
+}
+
+/// A physical breakpoint: power may change after `t` (a physics step, a control event).
+void push_phys(GpuState& g, std::int64_t t) {
+  if (g.phys_count > 0 && g.phys_t[static_cast<std::size_t>((g.phys_count - 1) % kPhysRing)] == t) {
+    g.phys_e[static_cast<std::size_t>((g.phys_count - 1) % kPhysRing)] = g.energy_j;  // the same instant
+    return;
+  }
+  const auto i = static_cast<std::size_t>(g.phys_count % kPhysRing);
+  g.phys_t[i] = t;
+  g.phys_e[i] = g.energy_j;
+  ++g.phys_count;
 }
 
 void power_update(GpuState& g) {
@@ -241,18 +339,25 @@ void power_update(GpuState& g) {
   }
   g.instant_j = 0.0;
   g.instant_ns = 0;
+  push_power(g, ps.next_ns, g.instant_w);
 }
 
 void energy_update(GpuState& g) {
   const TickSeries& et = g.energy_ticks;
   const double period_s = static_cast<double>(et.next_ns - et.last_ns) / kNsPerS;
   double inc = g.acc_j;
-  if (g.partial_sampling)
-    inc = (g.window_ns > 0 ? g.window_j / (static_cast<double>(g.window_ns) / kNsPerS) : g.power_w) * period_s;
+  if (g.partial_sampling) {
+    // The sampled window's mean power times the actual period, or (partial_nominal) the nominal one.
+    const double times_s =
+        g.increment == kIncrementPartialNominal ? static_cast<double>(g.nominal_period_ns) / kNsPerS : period_s;
+    inc = (g.window_ns > 0 ? g.window_j / (static_cast<double>(g.window_ns) / kNsPerS) : g.power_w) * times_s;
+  }
   if (g.faithful)
     inc *= (1.0 + g.gain) *
            (1.0 + kUpdateNoise * gauss(key(g.seed, kSaltUpdateNoise, 1, static_cast<std::uint64_t>(et.next_index))));
   g.sensor_energy_j += std::max(0.0, inc);
+  if (g.average == kAverageExponential && period_s > 0.0)  // A += (p − A)(1 − e^(−Δ/τ)), p = this update's power
+    g.avg_exp_w += (std::max(0.0, inc) / period_s - g.avg_exp_w) * (1.0 - std::exp(-period_s / kAverageTauS));
   // kBackwards (CounterMode, ROCm/amdsmi #115): every 2 s the counter steps back by about 50 ms
   // of energy, then counts on.
   if (g.counter_mode == 2 && et.period_ns > 0) {
@@ -379,6 +484,7 @@ std::int64_t run(GpuState& g, std::int64_t now, const double* work_target) {
     if (g.faithful && end == step_end) {
       ++g.step_index;
       physics_step(g, end);
+      push_phys(g, end);
     }
     if (work_target != nullptr && g.work >= *work_target) return end;
   }
@@ -401,13 +507,31 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
   g.partial_sampling =
       (init.faithful && (init.partial_sampling < 0 ? sku.sampled_window_ms > 0 : init.partial_sampling != 0)) ? 1 : 0;
   if (g.partial_sampling && sku.sampled_window_ms == 0) g.partial_sampling = 0;  // nothing to sample
-  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;          // (see custom below)
+  g.sample_window_ns = sku.sampled_window_ms > 0 ? static_cast<std::int64_t>(sku.sampled_window_ms) * 1'000'000
+                                                 : kDefaultSampledWindowNs;
+  g.increment = g.partial_sampling ? kIncrementPartial : kIncrementWhole;
+  // The sensor zoo: faithful only (the ideal model has every imperfection off).
+  if (init.faithful && init.increment >= 0) {
+    g.increment = init.increment;
+    g.partial_sampling = init.increment != kIncrementWhole ? 1 : 0;
+  }
+  g.average = init.faithful ? init.average : kAverageBoxcar;
+  g.stamp_mode = init.faithful ? init.stamps : -1;
+  g.publish_delay_ns = init.faithful ? std::llround(init.publish_delay_ms * 1e6) : 0;
+  g.stamp_unit_us = std::max<std::int64_t>(1, std::llround(init.stamp_unit_ms * 1e3));
+  g.stamp_offset_ns = std::llround(1e9 * (kUnrelatedOffsetMinS + (kUnrelatedOffsetMaxS - kUnrelatedOffsetMinS) *
+                                                                     uniform01(key(g.seed, kSaltStamp, 1))));
+  g.stamp_rate = kUnrelatedDrift * (2.0 * uniform01(key(g.seed, kSaltStamp, 2)) - 1.0);
+  g.nominal_period_ns =
+      std::llround((init.faithful && init.energy_period_ms > 0.0 ? init.energy_period_ms : sku.energy_period_ms) * 1e6);
+  g.shared_ticks = sku.power_period_ms == sku.energy_period_ms ? 1 : 0;  // (see custom below)
   g.gain = init.faithful ? kGainError * (2.0 * uniform01(key(g.seed, kSaltGain)) - 1.0) : 0.0;
   g.limit_mw = sku.default_limit_w * 1000u;
   g.mem_ratio = 1.0;
   for (auto& f : g.faults) f = FaultSlot{};
 
-  auto make_series = [&](TickSeries& t, double period_ms, std::uint64_t salt, double override_ms, double jitter_ms) {
+  auto make_series = [&](TickSeries& t, double period_ms, std::uint64_t salt, double override_ms, double jitter_ms,
+                         bool zoo = false) {
     const double nominal = period_ms * 1e6;
     if (init.faithful) {
       const double drift = kPeriodDrift * (2.0 * uniform01(key(g.seed, kSaltDrift, salt)) - 1.0);
@@ -423,11 +547,21 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
       t.jitter_ns = 0.0;
     }
     t.salt = key(g.seed, salt);
+    if (zoo && init.faithful && init.schedule != kScheduleGrid) {
+      t.schedule = init.schedule;
+      t.every_ns = std::llround(init.phase_jump_s * 1e9);
+      t.skip_share = init.skip_share;
+      t.period_after_ns = init.period_after_ms > 0.0
+                              ? std::llround(init.period_after_ms * 1e6)
+                              : std::llround(kPeriodAfterDefault * static_cast<double>(t.period_ns));
+      if (init.schedule == kSchedulePhaseJumps) t.event_ns = now + t.every_ns;
+      if (init.schedule == kSchedulePeriodChange) t.event_ns = now + std::llround(init.change_at_s * 1e9);
+    }
     init_series(t, now);
   };
   const bool custom = init.faithful && (init.energy_period_ms > 0.0 || init.jitter_ms >= 0.0);
   if (custom) g.shared_ticks = 0;  // the power fields keep the SKU's schedule
-  make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks, init.energy_period_ms, init.jitter_ms);
+  make_series(g.energy_ticks, sku.energy_period_ms, kSaltEnergyTicks, init.energy_period_ms, init.jitter_ms, true);
   if (!g.shared_ticks) make_series(g.power_ticks, sku.power_period_ms, kSaltPowerTicks, 0.0, -1.0);
   g.procs = ProcTable{};
   make_series(g.procs.ticks, static_cast<double>(kUtilPeriodNs) / 1e6, kSaltUtilTicks, 0.0, -1.0);
@@ -460,9 +594,14 @@ void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now) {
     if (now > is) g.instant_ns = now - is, g.instant_j = p0 * static_cast<double>(g.instant_ns) / kNsPerS;
   }
   g.instant_w = p0;
+  g.avg_exp_w = p0;
   g.sensor_energy_j = 0.0;
   g.ring_count = 0;
   push_ring(g, g.energy_ticks.last_ns, 0.0);
+  g.pw_count = 0;
+  push_power(g, ps.last_ns, p0);
+  g.phys_count = 0;
+  push_phys(g, now);
   // A driver loaded long ago: the counter starts at a seeded value (1 MJ to 100 MJ in mJ).
   g.counter_start_mj = init.faithful ? std::floor(1e9 + 99e9 * uniform01(key(g.seed, kSaltCounterStart))) : 0.0;
   g.counter_offset_mj = 0.0;
@@ -531,6 +670,7 @@ void controls_changed(GpuState& g, double mean_power_before) {
   }
   g.mem_ratio = sku.mem_clocks_mhz[0] != 0 ? mem / sku.mem_clocks_mhz[0] : 1.0;
   update_target(g);
+  push_phys(g, g.last_ns);  // power may change from here (the ideal model's does)
   if (!g.faithful) {
     g.clock_mhz = g.target_clock_mhz;
     g.elec_w = mean_power_w(g);
@@ -542,8 +682,61 @@ void controls_changed(GpuState& g, double mean_power_before) {
   evaluate(g, g.last_ns);
 }
 
+namespace {
+
+std::size_t ring_at(std::int64_t k) { return static_cast<std::size_t>(k % kTickRing); }
+std::size_t power_at(std::int64_t k) { return static_cast<std::size_t>(k % kPowerRing); }
+
+/// The latest energy update readable at the processed time (a count into ring_t/ring_s): the
+/// latest one, or under a publish delay the latest at least that old (the oldest kept at worst).
+std::int64_t visible_update(const GpuState& g) {
+  std::int64_t k = g.ring_count - 1;
+  if (g.publish_delay_ns <= 0) return k;
+  const std::int64_t oldest = std::max<std::int64_t>(0, g.ring_count - kTickRing);
+  const std::int64_t cutoff = g.last_ns - g.publish_delay_ns;
+  while (k > oldest && g.ring_t[ring_at(k)] > cutoff) --k;
+  return k;
+}
+
+/// The same for the instant-power updates (pw_t/pw_w).
+std::int64_t visible_power(const GpuState& g) {
+  std::int64_t k = g.pw_count - 1;
+  if (g.publish_delay_ns <= 0) return k;
+  const std::int64_t oldest = std::max<std::int64_t>(0, g.pw_count - kPowerRing);
+  const std::int64_t cutoff = g.last_ns - g.publish_delay_ns;
+  while (k > oldest && g.pw_t[power_at(k)] > cutoff) --k;
+  return k;
+}
+
+/// The boxcar average's span as of update `last`: from update `from` (from == last: fewer than
+/// two updates yet).
+std::int64_t average_from(const GpuState& g, std::int64_t last) {
+  const std::int64_t oldest = std::max<std::int64_t>(0, g.ring_count - kTickRing);
+  const std::int64_t per_second = std::max<std::int64_t>(1, 1000 / sku_of(g).energy_period_ms);
+  return std::max(oldest, last - per_second);
+}
+
+}  // namespace
+
+double visible_sensor_energy_j(const GpuState& g) {
+  return g.publish_delay_ns <= 0 ? g.sensor_energy_j : g.ring_s[ring_at(visible_update(g))];
+}
+
+std::int64_t energy_tick_ns(const GpuState& g) {
+  return g.publish_delay_ns <= 0 ? g.energy_ticks.last_ns : g.ring_t[ring_at(visible_update(g))];
+}
+
+std::int64_t power_tick_ns(const GpuState& g) {
+  if (g.publish_delay_ns > 0) return g.pw_t[power_at(visible_power(g))];
+  return g.shared_ticks ? g.energy_ticks.last_ns : g.power_ticks.last_ns;
+}
+
+double reading_instant_w(const GpuState& g) {
+  return g.publish_delay_ns <= 0 ? g.instant_w : g.pw_w[power_at(visible_power(g))];
+}
+
 std::uint64_t reported_energy_mj(const GpuState& g) {
-  const double mj = std::floor(g.counter_start_mj + g.sensor_energy_j * 1000.0 - g.counter_offset_mj);
+  const double mj = std::floor(g.counter_start_mj + visible_sensor_energy_j(g) * 1000.0 - g.counter_offset_mj);
   return mj > 0.0 ? static_cast<std::uint64_t>(mj) : 0;
 }
 
@@ -551,30 +744,37 @@ std::uint64_t reported_amd_count(const GpuState& g) {
   constexpr double kUnitsPerJ = 65536.0;  // 2^-16 J per unit
   const double start_j = g.counter_start_mj / 1000.0;
   if (g.counter_mode == 1) return static_cast<std::uint64_t>(std::floor(start_j * kUnitsPerJ));  // frozen
-  const double j = start_j + g.sensor_energy_j - g.counter_offset_mj / 1000.0;
+  const double j = start_j + visible_sensor_energy_j(g) - g.counter_offset_mj / 1000.0;
   return j > 0.0 ? static_cast<std::uint64_t>(std::floor(j * kUnitsPerJ)) : 0;
 }
 
 std::int64_t next_sensor_update_ns(const GpuState& g) {
-  return g.shared_ticks ? g.energy_ticks.next_ns : std::min(g.energy_ticks.next_ns, g.power_ticks.next_ns);
+  const std::int64_t next =
+      g.shared_ticks ? g.energy_ticks.next_ns : std::min(g.energy_ticks.next_ns, g.power_ticks.next_ns);
+  if (g.publish_delay_ns <= 0) return next;
+  // Under a publish delay the readings change when an update becomes readable: the first one not
+  // readable yet (kept, or still to come) plus the delay.
+  const std::int64_t e = visible_update(g) + 1, p = visible_power(g) + 1;
+  const std::int64_t e_next = e < g.ring_count ? g.ring_t[ring_at(e)] : g.energy_ticks.next_ns;
+  const std::int64_t p_next = p < g.pw_count ? g.pw_t[power_at(p)] : power_series(g).next_ns;
+  return std::min(e_next, p_next) + g.publish_delay_ns;
 }
 
 double reading_average_w(const GpuState& g) {
-  const std::int64_t last = g.ring_count - 1;
-  const std::int64_t oldest = std::max<std::int64_t>(0, g.ring_count - kTickRing);
-  const std::int64_t per_second = std::max<std::int64_t>(1, 1000 / sku_of(g).energy_period_ms);
-  const std::int64_t from = std::max(oldest, last - per_second);
-  if (from >= last) return g.instant_w;  // fewer than two updates yet
-  const auto i = static_cast<std::size_t>(last % kTickRing), j = static_cast<std::size_t>(from % kTickRing);
+  const std::int64_t last = visible_update(g);
+  if (g.average == kAverageExponential) return g.publish_delay_ns <= 0 ? g.avg_exp_w : g.ring_a[ring_at(last)];
+  const std::int64_t from = average_from(g, last);
+  if (from >= last) return reading_instant_w(g);  // fewer than two updates yet
+  const auto i = ring_at(last), j = ring_at(from);
   const double dt = static_cast<double>(g.ring_t[i] - g.ring_t[j]) / kNsPerS;
-  return dt > 0.0 ? (g.ring_s[i] - g.ring_s[j]) / dt : g.instant_w;
+  return dt > 0.0 ? (g.ring_s[i] - g.ring_s[j]) / dt : reading_instant_w(g);
 }
 
 int reading_temperature_c(const GpuState& g) {
   const Sku& sku = sku_of(g);
   // 30 °C at rest, +45 °C at the maximum power limit: a plausible, monotonic stand-in.
   // Plus the heat of a thermal drift (set_thermal_drift).
-  return static_cast<int>(std::lround(30.0 + 45.0 * g.instant_w / sku.max_limit_w + g.drift_c));
+  return static_cast<int>(std::lround(30.0 + 45.0 * reading_instant_w(g) / sku.max_limit_w + g.drift_c));
 }
 
 unsigned reported_clock_mhz(const GpuState& g) { return nearest_sm_clock_mhz(sku_of(g), g.clock_mhz); }
@@ -594,6 +794,91 @@ bool sensor_energy_at(const GpuState& g, std::int64_t t, double& joules) {
   const double frac = static_cast<double>(t - time_of(lo)) / static_cast<double>(time_of(hi) - time_of(lo));
   joules = energy_of(lo) + (energy_of(hi) - energy_of(lo)) * frac;
   return true;
+}
+
+bool physical_energy_at(const GpuState& g, std::int64_t t, double& joules) {
+  const std::int64_t n = g.phys_count;
+  const std::int64_t oldest = std::max<std::int64_t>(0, n - kPhysRing);
+  auto time_of = [&](std::int64_t k) { return g.phys_t[static_cast<std::size_t>(k % kPhysRing)]; };
+  auto energy_of = [&](std::int64_t k) { return g.phys_e[static_cast<std::size_t>(k % kPhysRing)]; };
+  if (n == 0 || t < time_of(oldest) || t > g.last_ns) return false;
+  std::int64_t lo = oldest, hi = n;  // time_of(lo) ≤ t < time_of(hi) (hi = n: the open segment)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (time_of(mid) <= t ? lo : hi) = mid;
+  }
+  const double dt = static_cast<double>(t - time_of(lo));
+  if (hi == n) {
+    // The open segment: power has been power_w since the last breakpoint.
+    joules = energy_of(lo) + g.power_w * dt / kNsPerS;
+  } else {
+    joules = energy_of(lo) + (energy_of(hi) - energy_of(lo)) * dt / static_cast<double>(time_of(hi) - time_of(lo));
+  }
+  return true;
+}
+
+// --- timestamps -----------------------------------------------------------------------------
+
+std::int32_t nvml_stamp_mode(const State& s, const GpuState& g) {
+  if (g.stamp_mode >= 0) return g.stamp_mode;
+  return s.stamp_update_time ? kStampUpdate : kStampRead;
+}
+
+namespace {
+
+/// The update that produced a field's readable value and the start of the interval it covers.
+void field_interval(const GpuState& g, StampField field, std::int64_t& update, std::int64_t& start) {
+  if (field == StampField::kPowerInstant) {
+    const std::int64_t k = visible_power(g);
+    update = g.pw_t[power_at(k)];
+    const std::int64_t oldest = std::max<std::int64_t>(0, g.pw_count - kPowerRing);
+    start = k > oldest ? g.pw_t[power_at(k - 1)] : update - power_series(g).period_ns;
+    return;
+  }
+  const std::int64_t k = visible_update(g);
+  update = g.ring_t[ring_at(k)];
+  const std::int64_t oldest = std::max<std::int64_t>(0, g.ring_count - kTickRing);
+  // The boxcar average covers its whole span; the counter and the exponential average the period.
+  const std::int64_t from =
+      field == StampField::kPowerAverage && g.average == kAverageBoxcar ? average_from(g, k) : std::max(oldest, k - 1);
+  start = from < k ? g.ring_t[ring_at(from)] : update - g.energy_ticks.period_ns;
+}
+
+}  // namespace
+
+std::int64_t unrelated_stamp_us(const State& s, const GpuState& g, std::int64_t now) {
+  const double drift = g.stamp_rate * static_cast<double>(now - s.created_ns);
+  return (now + s.wall_offset_ns + g.stamp_offset_ns + static_cast<std::int64_t>(std::llround(drift))) / 1000;
+}
+
+std::int64_t field_stamp_us(const State& s, const GpuState& g, StampField field, std::int64_t now) {
+  const std::int32_t mode = nvml_stamp_mode(s, g);
+  if (mode == kStampRead) return (now + s.wall_offset_ns) / 1000;
+  if (mode == kStampUnrelated) return unrelated_stamp_us(s, g, now);
+  std::int64_t update = 0, start = 0;
+  field_interval(g, field, update, start);
+  if (mode == kStampIntervalStart) return (start + s.wall_offset_ns) / 1000;
+  const std::int64_t us = (update + s.wall_offset_ns) / 1000;
+  if (mode == kStampFloored) return floor_div(us, g.stamp_unit_us) * g.stamp_unit_us;
+  return us;
+}
+
+std::int64_t amd_energy_stamp_ns(const State& s, const GpuState& g, std::int64_t now) {
+  std::int64_t t = 0;
+  switch (g.stamp_mode) {
+    case kStampRead: t = now - s.created_ns; break;
+    case kStampUnrelated:
+      t = now - s.created_ns + g.stamp_offset_ns +
+          static_cast<std::int64_t>(std::llround(g.stamp_rate * static_cast<double>(now - s.created_ns)));
+      break;
+    default: {  // -1 (not set): the update time, as gpu_metrics stamps it
+      std::int64_t update = 0, start = 0;
+      field_interval(g, StampField::kEnergy, update, start);
+      t = (g.stamp_mode == kStampIntervalStart ? start : update) - s.created_ns;
+      if (g.stamp_mode == kStampFloored) t = floor_div(t, g.stamp_unit_us * 1000) * (g.stamp_unit_us * 1000);
+    }
+  }
+  return std::max<std::int64_t>(0, t);
 }
 
 // --- CPUs -----------------------------------------------------------------------------------
@@ -694,11 +979,13 @@ void publish_snapshot(const State& s, GpuState& g) {
   put(g.snap_real_offset_ns, s.real_offset_ns);
   put(g.snap_wall_offset_ns, s.wall_offset_ns);
   put(g.snap_energy_mj, sku.has_energy_counter ? reported_energy_mj(g) : std::uint64_t{0});
-  put(g.snap_energy_wall_us, (energy_tick_ns(g) + s.wall_offset_ns) / 1000);
+  put(g.snap_energy_wall_us, field_stamp_us(s, g, StampField::kEnergy, g.last_ns));
   put(g.snap_power_mw, watts_to_mw(reading_instant_w(g)));
-  put(g.snap_power_wall_us, (power_tick_ns(g) + s.wall_offset_ns) / 1000);
+  put(g.snap_power_wall_us, field_stamp_us(s, g, StampField::kPowerInstant, g.last_ns));
+  const std::int32_t stamps = nvml_stamp_mode(s, g);
   put(g.snap_flags, (sku.has_energy_counter ? kSnapEnergy : 0u) | (sku.ga100_or_older ? kSnapUsageIsInstant : 0u) |
-                        (s.stamp_update_time ? 0u : kSnapStampRead));
+                        (stamps == kStampRead || stamps == kStampUnrelated ? kSnapStampRead : 0u) |
+                        (stamps == kStampUnrelated ? kSnapStampUnrelated : 0u));
   seq.store(v + 2, std::memory_order_release);
 }
 
@@ -719,7 +1006,8 @@ bool load_snapshot(const State& s, GpuState& g, Snapshot& out) {
   if (seq.load(std::memory_order_relaxed) != v) return false;
   if (std::atomic_ref(const_cast<State&>(s).control_epoch).load(std::memory_order_acquire) != epoch) return false;
   const std::int64_t now = monotonic_ns() + offset;
-  out.now_wall_us = (now + wall_offset) / 1000;
+  // The unrelated clock's parameters never change after creation: plain reads.
+  out.now_wall_us = (out.flags & kSnapStampUnrelated) != 0 ? unrelated_stamp_us(s, g, now) : (now + wall_offset) / 1000;
   return now >= from && now < until;
 }
 

@@ -29,7 +29,7 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 6;                    // 6: GPU processes (GpuState::procs)
+inline constexpr std::uint32_t kVersion = 7;                    // 6: GPU processes (GpuState::procs); 7: the sensor zoo
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
 inline constexpr unsigned kMaxFaults = 8;
@@ -54,6 +54,20 @@ inline constexpr unsigned kUtilRing = 512;
 inline constexpr std::int64_t kUtilPeriodNs = 166'666'667;
 /// Energy-counter updates for which the process truth is kept (~12.8 s at 100 ms).
 inline constexpr unsigned kTruthRing = 128;
+/// Instant-power updates kept per GPU (publish delay, stamps): ~20 s at 20 ms.
+inline constexpr unsigned kPowerRing = 1024;
+/// Physical-energy breakpoints kept per GPU (Machine::physical_energy_at): one per 1 ms physics
+/// step and per control event, so a little over 20 s of the faithful model.
+inline constexpr unsigned kPhysRing = 20480;
+
+// The sensor zoo's modes as stored in the state (the same order as the enums of erg/sim/spec.hpp,
+// which the engine cannot include; machine.cpp checks they agree).
+inline constexpr std::int32_t kScheduleGrid = 0, kScheduleRandomWalk = 1, kSchedulePhaseJumps = 2, kScheduleSkips = 3,
+                              kSchedulePeriodChange = 4;
+inline constexpr std::int32_t kStampUpdate = 0, kStampRead = 1, kStampIntervalStart = 2, kStampFloored = 3,
+                              kStampUnrelated = 4;
+inline constexpr std::int32_t kIncrementWhole = 0, kIncrementPartial = 1, kIncrementPartialNominal = 2;
+inline constexpr std::int32_t kAverageBoxcar = 0, kAverageExponential = 1;
 
 struct FaultSlot {
   std::int32_t call = -1;  // SimCall value; -1 = free slot
@@ -63,6 +77,8 @@ struct FaultSlot {
 
 /// One sensor's update schedule: update k happens at origin + k·period + jitter(k), with
 /// jitter(k) a seeded Gaussian of σ = jitter_ns clipped to ±3σ (≪ period: updates stay ordered).
+/// The other schedules of the sensor zoo (kSchedule*) are sequential: each update is computed
+/// from the state the previous one left (grid_k, origin_ns and period_ns move).
 struct TickSeries {
   std::int64_t period_ns = 0;
   std::int64_t origin_ns = 0;
@@ -71,6 +87,15 @@ struct TickSeries {
   std::int64_t next_index = 0;  // the next update
   std::int64_t next_ns = 0;
   std::int64_t last_ns = 0;  // the latest update at or before the processed time
+  // --- version 7: the sensor zoo's schedules -------------------------------------------------
+  std::int32_t schedule = kScheduleGrid;
+  std::int32_t mid_done = 0;         // skips: the extra update before grid point grid_k has happened
+  std::int64_t grid_k = 0;           // phase jumps, skips, period change: the next grid point
+  std::int64_t event_ns = 0;         // phase jumps: the next jump; period change: the change
+  std::int64_t every_ns = 0;         // phase jumps: time between jumps
+  std::int64_t period_after_ns = 0;  // period change: the new period
+  double skip_share = 0.0;           // skips: share skipped, and the same share doubled
+  std::int64_t jumps = 0;            // phase jumps made so far (seeds the next one); period change: 1 once made
 };
 
 /// One process with a context on a simulated GPU (the simulator's process table).
@@ -196,6 +221,28 @@ struct GpuState {
   std::int64_t backwards_steps = 0;  // kBackwards: steps taken so far
   // --- processes (version 6) ------------------------------------------------------------------
   ProcTable procs;
+  // --- the sensor zoo (version 7; faithful model only) ----------------------------------------
+  std::int32_t increment = kIncrementWhole;  // kIncrement*; partial_sampling = (increment != whole)
+  std::int32_t average = kAverageBoxcar;     // kAverage*
+  std::int32_t stamp_mode = -1;              // kStamp*; -1: the machine-wide meaning (AMD: update time)
+  std::int32_t pad7 = 0;
+  std::int64_t sample_window_ns = 0;   // the window partial increments sample
+  std::int64_t nominal_period_ns = 0;  // what kIncrementPartialNominal multiplies by
+  std::int64_t publish_delay_ns = 0;   // an update's readings become readable this long after it
+  std::int64_t stamp_unit_us = 0;      // kStampFloored
+  std::int64_t stamp_offset_ns = 0;    // kStampUnrelated: constant offset
+  double stamp_rate = 0.0;             // kStampUnrelated: drift (relative)
+  double avg_exp_w = 0.0;              // kAverageExponential: the average as of the latest energy update
+  double ring_a[kTickRing] = {};       // ... and as of each kept energy update (beside ring_t/ring_s)
+  // Instant-power updates: time and reading (the energy updates' when shared_ticks).
+  std::int64_t pw_t[kPowerRing] = {};
+  double pw_w[kPowerRing] = {};
+  std::int64_t pw_count = 0;
+  // The physical energy at breakpoints between which power is constant (every faithful 1 ms step,
+  // every control event): phys_e[k] = energy_j at sim time phys_t[k].
+  std::int64_t phys_t[kPhysRing] = {};
+  double phys_e[kPhysRing] = {};
+  std::int64_t phys_count = 0;
 };
 
 /// One nvmlDeviceSetPowerManagementLimit call the driver answered, in the machine's ordered log.
@@ -335,6 +382,7 @@ double gauss(std::uint64_t key);
 inline constexpr std::uint32_t kSnapEnergy = 1;          // the GPU has an energy counter
 inline constexpr std::uint32_t kSnapUsageIsInstant = 2;  // nvmlDeviceGetPowerUsage reports instant power
 inline constexpr std::uint32_t kSnapStampRead = 4;       // field timestamps are the read time
+inline constexpr std::uint32_t kSnapStampUnrelated = 8;  // ... on the GPU's unrelated clock (with kSnapStampRead)
 
 /// A GPU's readings from the lock-free read path.
 struct Snapshot {
@@ -343,7 +391,7 @@ struct Snapshot {
   std::uint32_t power_mw = 0;
   std::uint32_t flags = 0;
   std::int64_t power_wall_us = 0;
-  std::int64_t now_wall_us = 0;  // the read time, for read-time stamps
+  std::int64_t now_wall_us = 0;  // the read time, for read-time stamps (the unrelated clock's when kSnapStampUnrelated)
 };
 
 /// Publishes GPU `g`'s readings for the lock-free read path (after advance_gpu, under a lock).
@@ -368,6 +416,17 @@ struct GpuInit {
   int partial_sampling = -1;      // -1: the SKU's default
   double energy_period_ms = 0.0;  // > 0: overrides the SKU's (and its drift)
   double jitter_ms = -1.0;        // ≥ 0: overrides the seeded jitter
+  // The sensor zoo (faithful only; GpuSpec documents them).
+  std::int32_t schedule = kScheduleGrid;
+  double phase_jump_s = 5.0;
+  double skip_share = 0.05;
+  double change_at_s = 5.0;
+  double period_after_ms = 0.0;  // 0: 1.3 × the period
+  double publish_delay_ms = 0.0;
+  std::int32_t stamps = -1;  // -1: the machine-wide meaning
+  double stamp_unit_ms = 1000.0;
+  std::int32_t increment = -1;  // -1: from partial_sampling
+  std::int32_t average = kAverageBoxcar;
 };
 /// Initializes a GPU at sim time `now`: idle, default limit, sensor schedules, seeded counter.
 void init_gpu(GpuState& g, const GpuInit& init, std::int64_t now);
@@ -401,16 +460,18 @@ std::uint64_t reported_energy_mj(const GpuState& g);
 /// gpu_metrics energy_accumulator; the library reports a resolution of 15.3 µJ), after
 /// advance_gpu. Counter modes apply (frozen: stays at its start).
 std::uint64_t reported_amd_count(const GpuState& g);
-/// Sim time (ns) of the latest energy-counter update.
-inline std::int64_t energy_tick_ns(const GpuState& g) { return g.energy_ticks.last_ns; }
-/// Sim time (ns) of the latest instant-power update.
-inline std::int64_t power_tick_ns(const GpuState& g) {
-  return g.shared_ticks ? g.energy_ticks.last_ns : g.power_ticks.last_ns;
-}
-/// Sim time of the next sensor update of either kind (what ends a read snapshot).
+/// Sim time (ns) of the latest readable energy-counter update (the latest one unless a publish
+/// delay holds it back; after advance_gpu).
+std::int64_t energy_tick_ns(const GpuState& g);
+/// Sim time (ns) of the latest readable instant-power update.
+std::int64_t power_tick_ns(const GpuState& g);
+/// The sensor energy as of the latest readable energy update (sensor_energy_j without a delay).
+double visible_sensor_energy_j(const GpuState& g);
+/// Sim time at which the readings next change: the next sensor update of either kind, or the
+/// next one to become readable under a publish delay (what ends a read snapshot).
 std::int64_t next_sensor_update_ns(const GpuState& g);
-/// Instant power reading in W (after advance_gpu).
-inline double reading_instant_w(const GpuState& g) { return g.instant_w; }
+/// Instant power reading in W (after advance_gpu): as of the latest readable power update.
+double reading_instant_w(const GpuState& g);
 /// 1 s average power reading in W (after advance_gpu).
 double reading_average_w(const GpuState& g);
 /// Temperature in °C from the instant power reading.
@@ -421,6 +482,20 @@ unsigned reported_clock_mhz(const GpuState& g);
 /// updates around it (the sensor's own estimate of each period spread evenly over it). False
 /// when `t` is before the oldest kept update or the update after `t` has not happened yet.
 bool sensor_energy_at(const GpuState& g, std::int64_t t, double& joules);
+/// The physical energy (energy_j) at sim time `t` ≤ last_ns, exactly: linear between the kept
+/// breakpoints (power is constant between them). False when `t` is older than the oldest kept.
+bool physical_energy_at(const GpuState& g, std::int64_t t, double& joules);
+
+/// Which field a timestamp is for.
+enum class StampField { kEnergy, kPowerInstant, kPowerAverage };
+/// The stamp mode in effect for NVML fields: the GPU's own, else the machine-wide meaning.
+std::int32_t nvml_stamp_mode(const State& s, const GpuState& g);
+/// An NVML field timestamp in wall µs for a read at sim time `now` (after advance_gpu(now)).
+std::int64_t field_stamp_us(const State& s, const GpuState& g, StampField field, std::int64_t now);
+/// The kStampUnrelated clock at sim time `now`, in wall µs.
+std::int64_t unrelated_stamp_us(const State& s, const GpuState& g, std::int64_t now);
+/// The AMD energy timestamp (ns of the GPU's own clock, from creation) for a read at `now`.
+std::int64_t amd_energy_stamp_ns(const State& s, const GpuState& g, std::int64_t now);
 
 // --- CPUs -----------------------------------------------------------------------------------
 

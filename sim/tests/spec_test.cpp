@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "erg/sim/sku.hpp"
 
@@ -122,6 +124,101 @@ TEST(Spec, JsonFileAndErrors) {
     auto r = parse_spec(t);
     ASSERT_FALSE(r) << t;
     EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << t;
+  }
+}
+
+TEST(Spec, SensorZooFields) {
+  auto s = parse_spec(R"({"gpus":[
+      {"sku":"A100","schedule":"random_walk","publish_delay_ms":12.5,"stamps":"interval_start"},
+      {"sku":"A100","schedule":"phase_jumps","phase_jump_s":2,"increment":"partial_nominal","average":"exponential"},
+      {"sku":"H100","schedule":"skips","skip_share":0.1,"stamps":"floored","stamp_unit_ms":250},
+      {"sku":"V100","schedule":"period-change","change_at_s":3,"period_after_ms":170,"stamps":"unrelated"},
+      {"sku":"A100","partial_sampling":true,"increment":"partial"},
+      {"sku":"A40"}],"cpus":0})");
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->gpus.size(), 6u);
+  const auto& g = s->gpus;
+  EXPECT_EQ(g[0].schedule, Schedule::kRandomWalk);
+  EXPECT_EQ(g[0].publish_delay_ms, 12.5);
+  EXPECT_EQ(g[0].stamps, StampMode::kIntervalStart);
+  EXPECT_EQ(g[1].schedule, Schedule::kPhaseJumps);
+  EXPECT_EQ(g[1].phase_jump_s, 2.0);
+  EXPECT_EQ(g[1].increment, Increment::kPartialNominal);
+  EXPECT_EQ(g[1].average, AverageMode::kExponential);
+  EXPECT_EQ(g[2].schedule, Schedule::kSkips);
+  EXPECT_EQ(g[2].skip_share, 0.1);
+  EXPECT_EQ(g[2].stamps, StampMode::kFloored);
+  EXPECT_EQ(g[2].stamp_unit_ms, 250.0);
+  EXPECT_EQ(g[3].schedule, Schedule::kPeriodChange) << "'-' and '_' are the same in names";
+  EXPECT_EQ(g[3].change_at_s, 3.0);
+  EXPECT_EQ(g[3].period_after_ms, 170.0);
+  EXPECT_EQ(g[3].stamps, StampMode::kUnrelated);
+  EXPECT_EQ(g[4].increment, Increment::kPartial);
+  // Nothing given: nothing set (the machine keeps today's behaviour).
+  EXPECT_FALSE(g[5].schedule || g[5].phase_jump_s || g[5].skip_share || g[5].change_at_s || g[5].period_after_ms ||
+               g[5].publish_delay_ms || g[5].stamps || g[5].stamp_unit_ms || g[5].increment || g[5].average);
+  const std::string head = R"({"gpus":[{"sku":"A100",)";
+  for (auto m :
+       {Schedule::kGrid, Schedule::kRandomWalk, Schedule::kPhaseJumps, Schedule::kSkips, Schedule::kPeriodChange}) {
+    auto r = parse_spec(head + R"("schedule":")" + std::string(to_string(m)) + R"("}]})");
+    ASSERT_TRUE(r) << to_string(m);
+    EXPECT_EQ(r->gpus[0].schedule, m);
+  }
+  for (auto m :
+       {StampMode::kUpdate, StampMode::kRead, StampMode::kIntervalStart, StampMode::kFloored, StampMode::kUnrelated}) {
+    auto r = parse_spec(head + R"("stamps":")" + std::string(to_string(m)) + R"("}]})");
+    ASSERT_TRUE(r) << to_string(m);
+    EXPECT_EQ(r->gpus[0].stamps, m);
+  }
+  for (auto m : {Increment::kWhole, Increment::kPartial, Increment::kPartialNominal}) {
+    auto r = parse_spec(head + R"("increment":")" + std::string(to_string(m)) + R"("}]})");
+    ASSERT_TRUE(r) << to_string(m);
+    EXPECT_EQ(r->gpus[0].increment, m);
+  }
+  for (auto m : {AverageMode::kBoxcar, AverageMode::kExponential}) {
+    auto r = parse_spec(head + R"("average":")" + std::string(to_string(m)) + R"("}]})");
+    ASSERT_TRUE(r) << to_string(m);
+    EXPECT_EQ(r->gpus[0].average, m);
+  }
+}
+
+TEST(Spec, SensorZooErrorsNameTheFieldAndTheAllowedValues) {
+  struct Case {
+    const char* gpu;
+    std::vector<const char*> wanted;  // in the message
+  };
+  const Case cases[] = {
+      {R"("schedule":"wobbly")",
+       {"schedule", "wobbly", "grid", "random_walk", "phase_jumps", "skips", "period_change"}},
+      {R"("schedule":3)", {"schedule", "random_walk"}},
+      {R"("stamps":"sometimes")", {"stamps", "update", "read", "interval_start", "floored", "unrelated"}},
+      {R"("increment":"most")", {"increment", "whole", "partial", "partial_nominal"}},
+      {R"("average":"median")", {"average", "boxcar", "exponential"}},
+      {R"("publish_delay_ms":-1)", {"publish_delay_ms", "0..5000"}},
+      {R"("publish_delay_ms":"5")", {"publish_delay_ms"}},
+      {R"("schedule":"phase_jumps","phase_jump_s":0)", {"phase_jump_s", "0.01..3600"}},
+      {R"("schedule":"skips","skip_share":0.6)", {"skip_share", "0..0.5"}},
+      {R"("schedule":"period_change","period_after_ms":0.5)", {"period_after_ms", "1..10000"}},
+      {R"("schedule":"period_change","change_at_s":-2)", {"change_at_s"}},
+      {R"("stamps":"floored","stamp_unit_ms":0)", {"stamp_unit_ms"}},
+      // Fields of one mode without that mode.
+      {R"("phase_jump_s":2)", {"phase_jump_s", "phase_jumps"}},
+      {R"("schedule":"grid","skip_share":0.1)", {"skip_share", "skips"}},
+      {R"("change_at_s":2)", {"change_at_s", "period_change"}},
+      {R"("schedule":"skips","period_after_ms":120)", {"period_after_ms", "period_change"}},
+      {R"("stamps":"update","stamp_unit_ms":10)", {"stamp_unit_ms", "floored"}},
+      // partial_sampling and increment must agree.
+      {R"("partial_sampling":false,"increment":"partial")", {"partial_sampling", "increment", "partial"}},
+      {R"("partial_sampling":true,"increment":"whole")", {"partial_sampling", "whole"}},
+      {R"("wobble":1)", {"wobble", "schedule", "publish_delay_ms", "stamps", "increment", "average"}},
+  };
+  for (const auto& c : cases) {
+    const std::string text = std::string(R"({"gpus":[{"sku":"A100",)") + c.gpu + "}]}";
+    auto r = parse_spec(text);
+    ASSERT_FALSE(r) << text;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << text;
+    for (const char* w : c.wanted)
+      EXPECT_NE(r.error().message.find(w), std::string::npos) << w << " in " << r.error().message;
   }
 }
 

@@ -395,9 +395,9 @@ ERG_AMDSMI_EXPORT amdsmi_status_t amdsmi_get_energy_count(amdsmi_processor_handl
         if (energy_accumulator == nullptr || timestamp == nullptr) return AMDSMI_STATUS_INVAL;
         *energy_accumulator = detail::reported_amd_count(g);
         if (counter_resolution != nullptr) *counter_resolution = 15.3f;  // hard-coded by the library
-        // gpu_metrics system_clock_counter: the GPU's own ns clock, here the sim time of the update.
-        const std::int64_t t = detail::energy_tick_ns(g) - s.created_ns;
-        *timestamp = t > 0 ? static_cast<std::uint64_t>(t) : 0u;
+        // gpu_metrics system_clock_counter: the GPU's own ns clock, here the sim time of the update
+        // (from creation), or what the GPU's `stamps` (sensor zoo) say.
+        *timestamp = static_cast<std::uint64_t>(detail::amd_energy_stamp_ns(s, g, detail::sim_now(s)));
         return AMDSMI_STATUS_SUCCESS;
       },
       Lock::kRead);

@@ -135,8 +135,6 @@ bool privileged(const State& s) {
   }
 }
 
-long long wall_us(const State& s) { return (detail::sim_now(s) + s.wall_offset_ns) / 1000; }
-
 void count_call(GpuState& g, SimCall call) {
   std::atomic_ref(g.calls[static_cast<unsigned>(call)]).fetch_add(1, std::memory_order_relaxed);
 }
@@ -213,11 +211,11 @@ void set_uint(nvmlFieldValue_t& v, unsigned value) {
 /// One field of nvmlDeviceGetFieldValues (per-field status, vendor-abi.md §1.3/§1.4).
 void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
   const Sku& sku = detail::sku_of(g);
-  const long long now_us = wall_us(s);
-  // A field's timestamp: the read time, or (model option) when the sensor produced the value.
-  auto stamp = [&](std::int64_t update_ns) {
-    return s.stamp_update_time ? (update_ns + s.wall_offset_ns) / 1000 : now_us;
-  };
+  const std::int64_t now = detail::sim_now(s);
+  const long long now_us = (now + s.wall_offset_ns) / 1000;
+  // A field's timestamp: the read time, or (model option, per GPU: the sensor zoo) when the
+  // sensor produced the value, the start of what it covers, that floored, or an unrelated clock.
+  auto stamp = [&](detail::StampField field) { return detail::field_stamp_us(s, g, field, now); };
   v.timestamp = now_us;  // for fields without a sensor time of their own
   v.latencyUsec = 0;
   v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
@@ -229,12 +227,12 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
       v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
       v.value.ullVal = detail::reported_energy_mj(g);
       v.nvmlReturn = NVML_SUCCESS;
-      v.timestamp = stamp(detail::energy_tick_ns(g));
+      v.timestamp = stamp(detail::StampField::kEnergy);
       return;
     case NVML_FI_DEV_POWER_INSTANT:
       if (scope != NVML_POWER_SCOPE_GPU) return;  // no MODULE (Grace) or MEMORY scope here
       set_uint(v, to_mw(detail::reading_instant_w(g)));
-      v.timestamp = stamp(detail::power_tick_ns(g));
+      v.timestamp = stamp(detail::StampField::kPowerInstant);
       return;
     case NVML_FI_DEV_POWER_AVERAGE:
       // Ampere except GA100, and newer; MEMORY scope only on H100 (Zeus: works on H100, not A40).
@@ -244,7 +242,7 @@ void fill_field(const State& s, const GpuState& g, nvmlFieldValue_t& v) {
       } else if (scope == NVML_POWER_SCOPE_MEMORY && sku.has_memory_power) {
         set_uint(v, to_mw(detail::reading_average_w(g) * sku.memory_power_share));
       }
-      v.timestamp = stamp(detail::energy_tick_ns(g));  // averages update with the energy counter
+      v.timestamp = stamp(detail::StampField::kPowerAverage);  // averages update with the energy counter
       return;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:

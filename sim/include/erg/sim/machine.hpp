@@ -96,6 +96,23 @@ struct SensorInfo {
   /// Per-process utilization sample period (1/6 s nominal, drift and jitter as the others).
   std::chrono::nanoseconds utilization_period{0};
   std::chrono::nanoseconds utilization_jitter{0};  ///< σ of each sample's offset from its schedule
+  // --- the sensor zoo (GpuSpec; sim/README.md, "Sensors") --------------------------------------
+  Schedule schedule = Schedule::kGrid;           ///< how the energy counter's updates are scheduled
+  std::chrono::nanoseconds phase_jump_every{0};  ///< kPhaseJumps: time between jumps (the first one after creation)
+  double skip_share = 0.0;                       ///< kSkips: share skipped, and the same share doubled
+  std::chrono::nanoseconds period_change_at{0};  ///< kPeriodChange: sim time of the change
+  std::chrono::nanoseconds period_after{0};      ///< kPeriodChange: the period from then on
+  /// An update's readings become readable this long after it (last_update/next_update are the
+  /// updates themselves; the integrated energy is unaffected).
+  std::chrono::nanoseconds publish_delay{0};
+  StampMode stamps = StampMode::kRead;       ///< NVML field timestamps (the machine-wide meaning unless set per GPU)
+  std::chrono::nanoseconds stamp_unit{0};    ///< kFloored: the unit (wall-clock µs floored to it)
+  std::chrono::nanoseconds stamp_offset{0};  ///< kUnrelated: the clock's constant offset from the read time
+  double stamp_drift = 0.0;                  ///< kUnrelated: its drift (relative to sim time since creation)
+  Increment increment = Increment::kWhole;   ///< what each counter update adds
+  /// What kPartialNominal multiplies by: energy_period_ms if given, else the SKU's nominal period.
+  std::chrono::nanoseconds nominal_period{0};
+  AverageMode average = AverageMode::kBoxcar;  ///< the averaged power reading
 };
 
 /// A process with a context on a simulated GPU. While a GPU has processes, its load is theirs:
@@ -284,6 +301,11 @@ class Machine {
   Result<Joules> sensor_energy_at(unsigned gpu, std::chrono::nanoseconds t);
   /// The GPU's sensor schedule and errors.
   Result<SensorInfo> sensor_info(unsigned gpu);
+  /// The physical energy (what true_energy reports) at sim time `t`, exactly: the model's ∫P up
+  /// to `t`, from breakpoints kept at every 1 ms physics step and control event (power is
+  /// constant between them), so for times within roughly the last 20 s. NotFound for older
+  /// times, Unavailable for times after now.
+  Result<Joules> physical_energy_at(unsigned gpu, std::chrono::nanoseconds t);
   Result<Joules> true_cpu_energy(unsigned cpu);
   Result<Joules> true_dram_energy(unsigned cpu);
   /// The raw value the package's (`dram`: its DRAM sub-zone's) `energy_uj` shows as of its

@@ -53,6 +53,46 @@ enum class CounterMode {
   kBackwards,
 };
 
+/// How a GPU's energy counter schedules its updates (sensor zoo; sim/README.md, "Sensors").
+enum class Schedule {
+  /// Update k at origin + k·period + clip(σ·g_k, ±3σ): jitter around a fixed grid (the default).
+  kGrid,
+  /// Update k one period after update k − 1, plus clip(σ·g_k, ±3σ): a random walk that drifts
+  /// from every fixed grid without bound (the deviation grows like σ·√k).
+  kRandomWalk,
+  /// The grid, but every `phase_jump_s` the phase jumps later by a seeded share of the period,
+  /// uniform in [0.2, 0.8].
+  kPhaseJumps,
+  /// The grid, but a seeded share of updates is skipped (the next one covers both periods) and
+  /// the same share doubled (an extra update in the middle of the period, covering its first half).
+  kSkips,
+  /// The grid, but the period changes to `period_after_ms` at `change_at_s` after creation.
+  kPeriodChange,
+};
+
+/// What a GPU's energy and power field timestamps mean (overrides the machine-wide `timestamps`).
+enum class StampMode {
+  kUpdate,         ///< the time of the update that produced the value
+  kRead,           ///< the read time
+  kIntervalStart,  ///< the start of the interval the value covers (the previous update's time)
+  kFloored,        ///< the update time floored to `stamp_unit_ms` (wall clock)
+  kUnrelated,      ///< a seeded monotonic clock: the read time + a seeded offset (3–8 s) + a seeded drift (±0.1 %)
+};
+
+/// What one energy-counter update adds.
+enum class Increment {
+  kWhole,           ///< ∫P over the period
+  kPartial,         ///< mean power over the sampled window × the actual period (partial sampling)
+  kPartialNominal,  ///< mean power over the sampled window × the nominal period
+};
+
+/// How the averaged power reading (POWER_AVERAGE, GetPowerUsage on average-only SKUs, AMD
+/// average power) is formed.
+enum class AverageMode {
+  kBoxcar,       ///< the energy of the last 1 s of updates over their time span
+  kExponential,  ///< an exponentially weighted average of each update's power, time constant 1 s
+};
+
 struct ModelSpec {
   ModelKind kind = ModelKind::kFaithful;
   /// The AMD SMI ABI the simulated libamd_smi.so speaks (24, 25 or 26: the layout of
@@ -84,6 +124,29 @@ struct GpuSpec {
   /// σ of each counter update's offset from its schedule, ms (default: seeded, 0.1–1 % of the
   /// period). For tests that break an assumption of the reader (large jitter).
   std::optional<double> jitter_ms;
+  // --- the sensor zoo: behaviours that break a reader's assumptions (faithful model only) ---
+  /// How the energy counter's updates are scheduled (default: the grid).
+  std::optional<Schedule> schedule;
+  /// kPhaseJumps: seconds between phase jumps (default 5).
+  std::optional<double> phase_jump_s;
+  /// kSkips: share of updates skipped, and the same share doubled (default 0.05).
+  std::optional<double> skip_share;
+  /// kPeriodChange: seconds after creation when the period changes (default 5).
+  std::optional<double> change_at_s;
+  /// kPeriodChange: the period after the change, ms (default 1.3 × the period).
+  std::optional<double> period_after_ms;
+  /// A counter value (and its power and average fields) becomes readable this many ms after its
+  /// update; until then reads show the previous update's (default 0).
+  std::optional<double> publish_delay_ms;
+  /// This GPU's field timestamps (default: the machine-wide `timestamps`; AMD: the update time).
+  std::optional<StampMode> stamps;
+  /// kFloored: the unit the update time is floored to, ms (default 1000).
+  std::optional<double> stamp_unit_ms;
+  /// What each counter update adds (default: kPartial where the SKU samples part of the period,
+  /// else kWhole; `partial_sampling` true/false is kPartial/kWhole).
+  std::optional<Increment> increment;
+  /// The averaged power reading (default kBoxcar).
+  std::optional<AverageMode> average;
 };
 
 struct CpuSpec {
@@ -118,5 +181,9 @@ Result<MachineSpec> parse_spec(std::string_view text);
 std::string_view to_string(ModelKind kind);
 std::string_view to_string(TimestampMeaning meaning);
 std::string_view to_string(RaplStart start);
+std::string_view to_string(Schedule schedule);
+std::string_view to_string(StampMode stamps);
+std::string_view to_string(Increment increment);
+std::string_view to_string(AverageMode average);
 
 }  // namespace erg::sim
