@@ -116,8 +116,8 @@ void fuzz_history(const std::uint8_t* data, std::size_t size) {
     // Values at instants around the reads, in order: finite, ≥ the first value, non-decreasing.
     std::vector<std::int64_t> at;
     const std::int64_t span = nominal * (1 + (q2 & 7));
-    for (int i = 0; i < 8; ++i)
-      at.push_back(t - span + (span / 8) * i + static_cast<std::int64_t>((q >> (2 * i)) & 3) * (span / 32));
+    for (int i = 0; i < 4; ++i)
+      at.push_back(t - span + (span / 4) * i + static_cast<std::int64_t>((q >> (2 * i)) & 3) * (span / 16));
     at.push_back(t);
     at.push_back(t + nominal / 2);
     if (reads.size() > 3) at.push_back(reads[reads.size() / 2]);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of estimator_fuzz (see estimator_fuzz.cpp for the input format):
-3000 reads of a counter updating every 100 ms, densely (every 0.5 ms) and like the follower, with
+1500 reads of a counter updating every 100 ms, densely (every 0.5 ms) and like the follower, with
 update-time and read-time stamps and ±12 ms jitter; and RAPL raw values that wrap."""
 import random
 import struct
@@ -19,7 +19,7 @@ def history(name, jitter_ms, step_us, stamp_mode, seed):
     data = bytearray([0x00, 0x00])  # selector (history), head: 100 ms nominal, capacity 512
     t, k = 0.0, 0
     nxt = 37_000 + rng.uniform(-jitter_ms, jitter_ms) * 1000
-    while len(data) < 48000:  # 3000 reads: the schedule locks
+    while len(data) < 24000:  # 1500 reads: the schedule locks
         t += step_us
         dv = 0
         if t >= nxt:

@@ -23,12 +23,16 @@ constexpr int kStampInside = 3;
 constexpr int kStampInsideAgain = 16;
 // The schedule check: an update contradicts the schedule when its pinned time is more than
 // kCheckSigmas σ (plus half its bracket and this floor) off its predicted time, or when its
-// bracket (narrower than half a period) holds no predicted update within that margin. This many
+// bracket holds no predicted update within that margin. This many
 // contradictions among the last kCheckWindow checked updates drop the schedule.
 constexpr double kCheckSigmas = 4.0;
-constexpr double kCheckFloorNs = 500'000;
+// The floor is below the follower's lead (4σ + 0.3 ms): an update its read just before the
+// predicted time already shows came earlier than the schedule allows.
+constexpr double kCheckFloorNs = 200'000;
 constexpr int kCheckWindow = 6;
 constexpr int kCheckMisses = 3;
+constexpr std::uint64_t kCheckAfterLock = 8;
+constexpr double kCheckShare = 0.05;
 // Pinned updates the lock is tried on (the most recent ones since the last change).
 constexpr std::size_t kLockPoints = 12;
 // The fit forgets: a pinned update this many updates older than the newest weighs e⁻¹ as much
@@ -168,7 +172,14 @@ void CounterHistory::add_record(const CounterRead& read) {
     assign_index(records_.back(), records_.size() > 1 ? &records_[records_.size() - 2] : nullptr);
   // Every update is checked against the schedule before it is fitted: a schedule the recent
   // updates contradict is dropped and learned again (never re-examined in a loop).
-  if (const int c = check(records_.back()); c >= 0) {
+  if (narrow(records_.back())) pin_wanted_ = false;
+  if (const int c = check(records_.back()); c == 2) {
+    pin_wanted_ = true;
+  } else if (c >= 0) {
+    // An update that contradicts the schedule is not fitted (the fit would bend toward a change
+    // and widen its jitter until the change passes the check): it counts toward a relearn.
+    if (c == 1 && (narrow(records_.back()) || records_.back().stamp)) ++schedule_.outliers;
+    if (c == 1 && !drifting_) records_.back().outlier = true;
     note_check(c == 1);
     if (!schedule_.locked) {
       records_.back().time = estimate(records_.back());
@@ -185,14 +196,27 @@ void CounterHistory::add_record(const CounterRead& read) {
 
 int CounterHistory::check(const Record& r) const {
   if (!r.index || r.open || period_ <= 0.0) return -1;
+  // A young schedule (locked on a few updates) is still being corrected by the updates that
+  // follow: the first ones after the lock are fitted, not judged.
+  if (r.seq < lock_seq_ + kCheckAfterLock) return -1;
   const double predicted = grid(static_cast<double>(*r.index));
-  const double margin = kCheckSigmas * sigma_ + kCheckFloorNs;
+  // The margin: kCheckSigmas σ, and at least a twentieth of a period (σ is fitted from a few
+  // pinned updates and may be small beside what the schedule does between them; anything
+  // within a twentieth of a period the fit follows).
+  const double tight = kCheckSigmas * sigma_ + kCheckFloorNs;
+  const double margin = std::max(tight, kCheckShare * period_);
   if (schedule_.stamps_are_update_times.value_or(false) && r.stamp)
     return std::abs(static_cast<double>(*r.stamp) - predicted) > margin ? 1 : 0;
+  // The update lies inside its bracket for sure, whatever its width: a predicted time outside it
+  // by more than the margin contradicts the schedule (a wide bracket from a starved reader holds
+  // the update its index is given, the latest the schedule puts before its end).
   const double lo = static_cast<double>(r.lo), hi = static_cast<double>(r.hi);
-  // A bracket as wide as half a period says little about the schedule.
-  if (hi - lo > period_ / 2.0) return -1;
-  return predicted + margin < lo || predicted - margin > hi ? 1 : 0;
+  if (predicted + margin < lo || predicted - margin > hi) return 1;
+  // Shown already by a read made more than kCheckSigmas σ before the update was due (the
+  // follower's read just before it): earlier than the schedule expects, by how much the bracket
+  // does not say. The next update is pinned to tell (wants_pinned_update).
+  if (predicted - tight > hi) return 2;
+  return 0;
 }
 
 void CounterHistory::note_check(bool miss) {
@@ -274,6 +298,7 @@ void CounterHistory::try_lock() {
   sigma_ = std::max(0.005 * period_, 2e5);
   schedule_.locked = true;
   schedule_.continuous = false;
+  lock_seq_ = next_seq_;
   const Record* prev = nullptr;
   for (auto& r : records_) {
     r.index.reset();
@@ -597,7 +622,7 @@ std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const
   const Record& r = records_[k];
   // Around updates the schedule did not place (it was found contradicted and is being learned
   // again), the value is the plain read.
-  if (r.untrusted || (k + 1 < n ? records_[k + 1].untrusted : schedule_.relearning)) return plain_at(t_ns);
+  if (r.untrusted || (k + 1 < n ? records_[k + 1].untrusted : schedule_.relearning)) return plain_at(t_ns, k);
   if (k + 1 < records_.size()) {
     const Record& next = records_[k + 1];
     const double span = static_cast<double>(next.time - r.time);
@@ -620,12 +645,20 @@ std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const
   return CounterEstimate{r.value + tail_rate_ * std::max(0.0, dt), false};
 }
 
-std::optional<CounterEstimate> CounterHistory::plain_at(std::int64_t t_ns) const {
-  // The value the last read at or before t showed: records are in the order of their first read.
+std::optional<CounterEstimate> CounterHistory::plain_at(std::int64_t t_ns, std::size_t k) const {
+  // The value the last read at or before t showed (records are in the order of their first
+  // read) — but never less than the last update placed by the trusted schedule at or before t
+  // (record k is the last placed at or before t): that schedule may place an update before the
+  // read that first showed it, and the value must not fall back where the two meet.
   auto it = std::upper_bound(records_.begin(), records_.end(), t_ns,
                              [](std::int64_t t, const Record& r) { return t < r.hi; });
-  if (it == records_.begin()) return std::nullopt;
-  CounterEstimate e{std::prev(it)->value, last_read_ >= t_ns};
+  double value = it == records_.begin() ? records_.front().value : std::prev(it)->value;
+  for (std::size_t j = k + 1, scanned = 0; j-- > 0 && scanned < 64; ++scanned)
+    if (!records_[j].untrusted) {
+      value = std::max(value, records_[j].value);
+      break;
+    }
+  CounterEstimate e{value, last_read_ >= t_ns};
   e.plain = true;
   return e;
 }

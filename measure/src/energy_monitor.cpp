@@ -185,6 +185,8 @@ struct EnergyMonitor::Impl {
   // name keep their capacity), and the end edge's readings. A window edge in steady state
   // allocates nothing but the Measurement it returns.
   std::vector<Windows::node_type> spare_nodes;
+  // Windows ended by end_window_later: their begin and end edges, until collected.
+  std::map<std::string, std::pair<WindowState, WindowState>> ended;
   WindowState end_scratch;
 
   // The follower thread (follow_counters && follower_thread): waits on `wake` under `mu`.
@@ -531,7 +533,9 @@ struct EnergyMonitor::Impl {
     const bool stamps = sch.stamps_are_update_times.value_or(false);
     // Trusted stamps pin every update; one update in kStampRecheckEvery is still bracketed
     // densely, so stamps that stop agreeing with the reads are caught (CounterHistory).
-    p.dense = stamps ? j % kStampRecheckEvery == 0 : (p.dense_done < kDenseAfterLock || j % kDenseEvery == 0);
+    // An update seen earlier than expected (CounterHistory::wants_pinned_update) is pinned next.
+    p.dense = stamps ? j % kStampRecheckEvery == 0
+                     : (p.dense_done < kDenseAfterLock || j % kDenseEvery == 0 || g.history.wants_pinned_update());
     const double g_j = static_cast<double>(*at);
     p.target_reads = 0;
     if (p.dense) {
@@ -1053,6 +1057,53 @@ Result<Measurement> EnergyMonitor::end_window(const std::string& name, bool sync
     impl_->write_log_row(m);
     if (impl_->spare_nodes.size() < kSpareWindowNodes) impl_->spare_nodes.push_back(std::move(node));
   }
+  return m;
+}
+
+Result<void> EnergyMonitor::end_window_later(const std::string& name, bool sync) {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (!impl_->windows.count(name))
+      return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
+    if (impl_->ended.count(name))
+      return fail(ErrorCode::kAlreadyExists, "Measurement window '" + name + "' ended earlier is not collected yet");
+  }
+  impl_->sync_if(sync);
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->windows.find(name);
+  if (it == impl_->windows.end()) return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
+  WindowState end;
+  end.start = impl_->clock->now();
+  impl_->read_counters(end);
+  impl_->ended.emplace(name, std::make_pair(std::move(it->second), std::move(end)));
+  impl_->windows.erase(it);
+  return ok();
+}
+
+Result<Measurement> EnergyMonitor::collect_window(const std::string& name) {
+  std::vector<std::int64_t> settle_at;
+  std::optional<std::chrono::nanoseconds> average_until;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->ended.find(name);
+    if (it == impl_->ended.end())
+      return fail(ErrorCode::kNotFound, "No measurement window '" + name + "' awaits collection");
+    const WindowState& end = it->second.second;
+    if (impl_->estimates()) settle_at = end.gpu_t;
+    if (impl_->integrates_average) average_until = end.start + kAverageLag;
+  }
+  // Never under the lock; returns at once where the updates after the edge were read already.
+  if (!settle_at.empty()) impl_->settle(settle_at);
+  if (average_until) impl_->clock->sleep_until(*average_until);
+  Measurement m;
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->ended.find(name);
+  if (it == impl_->ended.end())
+    return fail(ErrorCode::kNotFound, "No measurement window '" + name + "' awaits collection");
+  const std::vector<std::optional<Watts>> no_instant(impl_->gpus.size());
+  impl_->compose(name, it->second.first, it->second.second, no_instant, m);
+  impl_->write_log_row(m);
+  impl_->ended.erase(it);
   return m;
 }
 

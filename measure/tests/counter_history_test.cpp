@@ -306,7 +306,9 @@ Follow follow(CounterHistory& h, const Schedule& s, double seconds, std::uint64_
       ++f.edges;
       if (v->plain) {
         ++f.plain_edges;
-        EXPECT_DOUBLE_EQ(v->value, s.read(e).value) << "a plain edge is the value read there";
+        // The value read there (or the last update the trusted schedule placed before it).
+        EXPECT_GE(v->value, s.read(e).value) << "a plain edge is at least the value read there";
+        EXPECT_LE(v->value, s.truth(e) + s.power_mj_per_ns * 0.2 * 1e9) << "and no more than two periods past it";
         return true;
       }
       const std::size_t k = s.index_at(e);
@@ -377,6 +379,30 @@ TEST(CounterHistory, LargeUniformJitterNeverRecursesAndEdgesStayRightOrPlain) {
     // Placed on the schedule, edges are far closer than plain reads (a period's 50 ms median).
     EXPECT_LT(median(f.errors_ms), 0.25 * median(f.plain_errors_ms)) << "seed " << seed;
     report("jitter ±12 ms", seed, f, h);
+  }
+}
+
+TEST(CounterHistory, APeriodLockedWrongFromAFewJitteryUpdatesDoesNotStay) {
+  // ±10 ms uniform jitter: a lock from five updates could be 4 % off in period and kept for a
+  // minute (issue 30: 104.4 ms). Twenty seeds, 15 s each: the period ends within 0.3 % of the
+  // truth, every edge stays inside its brackets, and the median edge is far better than a plain
+  // read's.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed * 101);
+    Schedule s;
+    for (int k = 0; k < 200; ++k)
+      s.times.push_back(1037 * kMs + k * 100 * kMs + std::uniform_real_distribution<double>(-10, 10)(rng) * kMs);
+    CounterHistory h;
+    const Follow f = follow(h, s, 15, seed);
+    ASSERT_TRUE(h.schedule().locked) << "seed " << seed;
+    EXPECT_NEAR(static_cast<double>(h.schedule().period.count()), 100 * kMs, 0.3 * kMs) << "seed " << seed;
+    EXPECT_LE(f.worst_excess_ms, 0.0) << "seed " << seed;
+    // (A seed relearned late leaves its young lock fewer narrow updates: half a plain read's.)
+    EXPECT_LT(median(f.errors_ms), 0.5 * median(f.plain_errors_ms)) << "seed " << seed;
+    report("jitter ±10 ms", seed, f, h);
+    std::printf("  period %.3f ms, jitter %.3f ms, fitted %zu, outliers %llu\n", h.schedule().period.count() * 1e-6,
+                h.schedule().jitter.count() * 1e-6, h.schedule().fitted_updates,
+                static_cast<unsigned long long>(h.schedule().outliers));
   }
 }
 

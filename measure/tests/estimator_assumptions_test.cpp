@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -194,6 +195,82 @@ TEST(FreshMonitor, SettledWindowsBegunBeforeTheScheduleIsKnownAreRightOnEveryGpu
         EXPECT_EQ(r->gpus[g].extrapolated.count(), 0.0);
         EXPECT_TRUE(r->gpus[g].short_window);
       }
+    }
+  }
+}
+
+TEST(FreshMonitor, FirstWindowsOfAGpuBusyFromCreationDoNotAssumeAlikePeriods) {
+  // The load starts when the machine is created and ripples at a training step (partial sampling
+  // on A100 and H100: each period's increment is the power in its last 25 ms × the period, so
+  // consecutive periods carry different energy). A monitor created at once; settled 0.1 s
+  // windows begun in its first second, while the schedule is still being learned. The fresh
+  // monitor's first value must not be placed by assuming consecutive periods carry alike energy
+  // (issue 30: some seeds were +13 % on A100, +30 % on H100). Bound: the sensor's own figure
+  // (what a perfect reader of the counter gets) within 5 %, or the window flagged plain.
+  std::vector<double> errors;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    for (double offset_ms : {0.3, 3.0, 12.0, 40.0, 95.0, 170.0, 420.0, 800.0}) {
+      VirtualRig rig("1xA100,1xH100,cpus=0,seed=" + std::to_string(seed));
+      for (unsigned g = 0; g < 2; ++g) ASSERT_TRUE(rig.machine->set_load(g, sim::Load::training(1.0)));
+      EnergyMonitorOptions o;
+      o.settle = true;
+      auto m = rig.monitor(o);
+      rig.advance(secs(offset_ms * 1e-3));
+      const auto t0 = rig.now();
+      ASSERT_TRUE(m->begin_window("w"));
+      rig.advance(100ms);
+      const auto t1 = rig.now();
+      auto r = m->end_window("w");
+      ASSERT_TRUE(r);
+      rig.advance(400ms);
+      for (unsigned g = 0; g < 2; ++g) {
+        const double sensor = (*rig.machine->sensor_energy_at(g, t1) - *rig.machine->sensor_energy_at(g, t0)).value();
+        const double err = 100.0 * (r->gpus[g].energy->value() / sensor - 1.0);
+        if (r->gpus[g].plain_difference) continue;
+        errors.push_back(std::abs(err));
+        EXPECT_LT(std::abs(err), 5.0) << "seed " << seed << " offset " << offset_ms << " ms, gpu" << g;
+      }
+    }
+  }
+  std::sort(errors.begin(), errors.end());
+  std::printf("busy from creation, first 0.1 s windows: %zu, |error| median %.2f %%, p90 %.2f %%, worst %.2f %%\n",
+              errors.size(), errors[errors.size() / 2], errors[errors.size() * 9 / 10], errors.back());
+}
+
+TEST(EndWindowLater, ACollectedWindowIsSettledWithoutTheCallerWaitingAtItsEdge) {
+  // A training step's window ended with end_window_later returns at once; collected after the
+  // counters' next update was read (here 0.3 s later) it waits no more and its end edge is placed
+  // on the schedule (extrapolated 0), as a settled end_window's is; collected at once, it settles.
+  VirtualRig rig("2xA100,cpus=0,seed=4");
+  for (unsigned g = 0; g < 2; ++g) ASSERT_TRUE(rig.machine->set_load(g, sim::Load::training(0.9)));
+  auto m = rig.monitor();  // settle off: end_window would extrapolate
+  rig.advance(2s);
+  for (const bool at_once : {false, true}) {
+    const auto t0 = rig.now();
+    ASSERT_TRUE(m->begin_window("step"));
+    rig.advance(600ms);
+    const auto t1 = rig.now();
+    ASSERT_TRUE(m->end_window_later("step"));
+    EXPECT_EQ(rig.now(), t1) << "end_window_later does not wait";
+    EXPECT_FALSE(m->open_windows().size()) << "the window is no longer open";
+    EXPECT_EQ(m->end_window_later("step").error().code, ErrorCode::kNotFound);
+    ASSERT_TRUE(m->begin_window("step")) << "a new window of the name may begin";
+    EXPECT_EQ(m->end_window_later("step").error().code, ErrorCode::kAlreadyExists) << "the first is uncollected";
+    if (!at_once) rig.advance(300ms);
+    const auto before = rig.now();
+    auto r = m->collect_window("step");
+    ASSERT_TRUE(r);
+    if (!at_once) {
+      EXPECT_EQ(rig.now(), before) << "the updates after the edge were read: no wait";
+    }
+    EXPECT_EQ(m->collect_window("step").error().code, ErrorCode::kNotFound);
+    EXPECT_TRUE(m->cancel_window("step"));
+    rig.advance(400ms);
+    EXPECT_NEAR(r->time.count(), 0.6, 1e-6);
+    for (unsigned g = 0; g < 2; ++g) {
+      EXPECT_EQ(r->gpus[g].extrapolated.count(), 0.0) << "gpu" << g;
+      const double sensor = (*rig.machine->sensor_energy_at(g, t1) - *rig.machine->sensor_energy_at(g, t0)).value();
+      EXPECT_NEAR(r->gpus[g].energy->value(), sensor, 0.005 * sensor) << "gpu" << g << (at_once ? " at once" : "");
     }
   }
 }

@@ -135,7 +135,8 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
       worst[0][col] = std::max(worst[0][col], 100 * std::abs(es) / sensor);
       worst[1][col] = std::max(worst[1][col], 100 * std::abs(ei) / sensor);
       worst[2][col] = std::max(worst[2][col], 100 * std::abs(ep) / phys);
-      const std::string where = sku + " " + w.name + " (" + std::to_string(w.length_s) + " s)";
+      const std::string where = sku + " " + w.name + " (" + std::to_string(w.length_s) + " s" +
+                                (ig.plain_difference || sg.plain_difference ? ", plain" : "") + ")";
       // Short windows are flagged, and only they.
       EXPECT_EQ(sg.short_window, w.length_s < 0.2) << where;
       EXPECT_EQ(ig.short_window, w.length_s < 0.2) << where;
@@ -153,7 +154,10 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
       // Immediate: the part past the last update is extrapolated and says so; the error never
       // exceeds what that span at any power up to the limit could hide, and is small beside it.
       EXPECT_LE(ig.extrapolated.count(), period_s + 0.01) << where;
-      EXPECT_LE(std::abs(ei), 0.005 * sensor + ig.extrapolated.count() * model.max_limit_w) << where;
+      EXPECT_LE(std::abs(ei), 0.005 * sensor + ig.extrapolated.count() * model.max_limit_w)
+          << where << " extrapolated " << ig.extrapolated.count() << " s, begun "
+          << std::chrono::duration<double>(w.begin - rig.machine->sensor_info(g)->last_update).count()
+          << " s before the last update, e " << ig.energy->value() << " sensor " << sensor;
       if (w.length_s >= 10.0) {
         EXPECT_LE(std::abs(ei), 0.01 * sensor) << where << ": immediate vs sensor";
       }
@@ -183,6 +187,11 @@ TEST_P(FidelitySuite, WindowsOnTheFaithfulModel) {
     EXPECT_NEAR(static_cast<double>(sch->period.count()), static_cast<double>(info->energy_period.count()), 20e3)
         << sku;
     EXPECT_EQ(sch->stamps_are_update_times.value_or(false), std::string(c.timestamps) == "update") << sku;
+    // A faithful sensor never contradicts its schedule: nothing is relearned.
+    EXPECT_EQ(sch->relearns, 0u) << sku;
+    auto isch = immediate->counter_schedule(g);
+    ASSERT_TRUE(isch);
+    EXPECT_EQ(isch->relearns, 0u) << sku << " (immediate)";
   }
 }
 

@@ -25,9 +25,14 @@ class EnergyMonitor(_core.EnergyMonitor):
             only every ~100 ms): exact to the sensor at the begin edge, extrapolated at the end
             edge unless ``settle``. False gives plain counter differences, as Zeus.
         log_file: append one CSV row per ended window.
-        settle: ``end_window`` waits (at most one counter period, ~0.1 s) for every GPU counter's
-            next update, so the end edge is exact too. Off (the default), the span past the
-            last update is extrapolated and ``Measurement.gpu_extrapolated`` says how long it is.
+        settle: ``end_window`` waits (about one counter period, ~0.1 s, at most three) for every
+            GPU counter's next update, so the end edge is placed on the counter's schedule like
+            the begin edge: the accurate path, and the default. ``settle=False`` returns at once
+            (for windows of a training step, where 0.1 s a step costs too much): the span past
+            the last update is then extrapolated at the last updates' power, and
+            ``Measurement.gpu_extrapolated`` says how long it is per GPU (a load that changes in
+            that span is not in the figure). ``erg.compat.zeus.ZeusMonitor`` keeps Zeus's
+            immediate windows.
         follow_counters: read the GPU counters in a native background thread (a few reads per
             update period) so begin edges become exact and the update schedule stays learned.
 
@@ -46,7 +51,7 @@ class EnergyMonitor(_core.EnergyMonitor):
         sync_execution_with: SyncWith = None,
         extrapolate_counters: bool = True,
         log_file: Optional[str] = None,
-        settle: bool = False,
+        settle: bool = True,
         follow_counters: bool = True,
     ) -> None:
         super().__init__(

@@ -38,6 +38,7 @@ py::dict result_dict(const pf::server::ProfilingResult& r) {
   d["time_breakdown"] = r.time_breakdown;
   d["energy_breakdown"] = r.energy_breakdown;
   if (r.coarse_energy_windows > 0) d["coarse_energy_windows"] = r.coarse_energy_windows;
+  if (r.extrapolated_energy_windows > 0) d["extrapolated_energy_windows"] = r.extrapolated_energy_windows;
   return d;
 }
 

@@ -64,10 +64,13 @@ def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, se
         results = opt.results
         assert len(results) == 2
         for k, (res, true_j) in enumerate(zip(results, truth)):
-            # 50 and 100 ms windows are shorter than two 100 ms counter updates: the result says so.
+            # 50 and 100 ms windows are shorter than two 100 ms counter updates: the result says so,
+            # and that their ends were extrapolated past the counter's last update (they are not
+            # settled; the step's own window is).
             assert set(res) == {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown",
-                                "coarse_energy_windows"}
+                                "coarse_energy_windows", "extrapolated_energy_windows"}
             assert res["coarse_energy_windows"] == 4
+            assert res["extrapolated_energy_windows"] == 4
             assert res["rank"] == 0 and len(res["iter_time"]) == 1 == len(res["iter_energy"])
             assert sorted(res["time_breakdown"]) == ["backward", "forward"]
             fwd_t, bwd_t = res["time_breakdown"]["forward"][0], res["time_breakdown"]["backward"][0]

@@ -277,6 +277,46 @@ TEST(AmdGpus, MI210WithoutCounterIntegratesTheOneSecondAverageWithinThreePercent
   EXPECT_NEAR(r->gpus[0].energy->value(), sensor, 0.03 * sensor);
 }
 
+// The shift assumes the driver's average is a 1 s boxcar (mean lag 0.5 s). An exponentially
+// weighted average (time constant τ = 1 s: the sensor zoo's "average": "exponential") lags by τ
+// on average: the figure holds on a steady load, and a step of ΔP inside the window moves it by
+// up to ΔP·(τ − 0.5 s), less the tail still past the shifted end (docs/measure.md): here
+// ΔP·(0.5 − e^(−2.3)) s for the step 1.8 s before the end.
+TEST(AmdGpus, MI210WithAnExponentialAverageStaysWithinTheStatedBound) {
+  Rig rig(R"({"gpus": [{"sku": "MI210", "counter": "frozen", "average": "exponential"}], "cpus": 0})");
+  ASSERT_EQ(rig.inventory.gpus.size(), 1u) << unavailable_text(rig.inventory);
+  ASSERT_EQ(rig.machine->sensor_info(0)->average, sim::AverageMode::kExponential);
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load::training(1.0)));
+  auto monitor = rig.monitor();
+  std::this_thread::sleep_for(4000ms);  // the average has settled on the load (4 τ)
+  auto [m, truth] = rig.window(*monitor, 2000ms);
+  ASSERT_TRUE(m.gpus[0].energy);
+  report("MI210 exponential average, steady", m.gpus[0].energy->value(), truth[0]);
+  EXPECT_NEAR(m.gpus[0].energy->value(), truth[0], 0.03 * truth[0]);
+
+  const double high_w = rig.machine->status(0)->mean_power.value();
+  const auto t0 = rig.machine->now();
+  ASSERT_TRUE(monitor->begin_window("step"));
+  std::this_thread::sleep_for(1200ms);
+  ASSERT_TRUE(rig.machine->set_load(0, sim::Load{0.0}));
+  const auto step = rig.machine->now();
+  std::this_thread::sleep_for(1800ms);
+  const auto t1 = rig.machine->now();
+  auto r = monitor->end_window("step");
+  ASSERT_TRUE(r) << r.error().message;
+  std::this_thread::sleep_for(100ms);
+  const double sensor = (*rig.machine->sensor_energy_at(0, t1) - *rig.machine->sensor_energy_at(0, t0)).value();
+  const double low_w = rig.machine->status(0)->mean_power.value();
+  ASSERT_TRUE(r->gpus[0].energy);
+  report("MI210 exponential average, load step", r->gpus[0].energy->value(), sensor);
+  const double d = std::chrono::duration<double>(t1 - step).count();
+  const double lag = (high_w - low_w) * (1.0 - 0.5);  // ΔP·(τ − 0.5 s)
+  const double tail = (high_w - low_w) * 1.0 * std::exp(-(d + 0.5) / 1.0);
+  EXPECT_NEAR(r->gpus[0].energy->value(), sensor, 0.03 * sensor + lag) << "lag bound " << lag << " J";
+  // And it is that lag, not chance: the figure is high by about ΔP·(τ − 0.5 s) minus the tail.
+  EXPECT_NEAR(r->gpus[0].energy->value() - sensor, lag - tail, 0.03 * sensor) << "tail " << tail << " J";
+}
+
 // Without settling the shifted end edge is extrapolated at the latest average, and says so.
 TEST(AmdGpus, MI210AverageEdgeIsExtrapolatedWithoutSettle) {
   Rig rig("1xMI210:frozen");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace erg::rapl {
 
@@ -36,8 +37,10 @@ std::uint64_t WrapAccumulator::update(std::uint64_t raw_uj, std::chrono::nanosec
     if (beyond_bound(delta)) return implausible();
     ++wraps_;
   } else {
-    // Unknown range (or a raw value above it): the counter restarted; count from 0.
+    // Unknown range (or a raw value above it): the counter restarted; count from 0 — unless
+    // that is more than P allows too (a corrupt reading; found by estimator_fuzz).
     delta = raw_uj;
+    if (beyond_bound(delta)) return implausible();
   }
 
   bool ambiguous = false;
@@ -62,7 +65,11 @@ std::uint64_t WrapAccumulator::update(std::uint64_t raw_uj, std::chrono::nanosec
     }
   }
 
-  accumulated_uj_ += delta;
+  // Saturates rather than wraps (2^64 µJ is 5 TWh: only absurd elapsed times get there; found
+  // by estimator_fuzz): the total never decreases.
+  accumulated_uj_ = delta > std::numeric_limits<std::uint64_t>::max() - accumulated_uj_
+                        ? std::numeric_limits<std::uint64_t>::max()
+                        : accumulated_uj_ + delta;
   last_raw_uj_ = raw_uj;
   if (elapsed.count() > 0 && !ambiguous) {
     timed_energy_uj_ += delta;

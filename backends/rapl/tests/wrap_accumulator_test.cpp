@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -150,6 +151,35 @@ TEST(WrapAccumulator, UnknownRangeTreatsDecreaseAsReset) {
   EXPECT_EQ(acc.update(700), 200u);
   EXPECT_EQ(acc.update(100), 300u);  // Restarted: counts the 100 since the restart.
   EXPECT_EQ(acc.wraps(), 0u);
+}
+
+TEST(WrapAccumulator, AResetToMoreThanThePowerAllowsIsNotCounted) {
+  // Found by estimator_fuzz: with the range unknown (or a raw value above it), a decrease was
+  // taken as a restart and its raw value counted whole, however much energy that meant.
+  WrapAccumulator unknown(0);
+  unknown.update(500'000'000'000, milliseconds(0));
+  EXPECT_EQ(unknown.update(400'000'000'000, milliseconds(10)), 0u) << "400 kJ in 10 ms";
+  EXPECT_EQ(unknown.implausible_updates(), 1u);
+  EXPECT_EQ(unknown.update(400'000'002'000, milliseconds(10)), 2'000u);
+  // A restart that is plausible still counts from 0.
+  EXPECT_EQ(unknown.update(1'000, milliseconds(10)), 3'000u);
+  // A raw value above the stated range, then a lower one: the same rule.
+  WrapAccumulator above(1'000'000);
+  above.update(5'000'000'000, milliseconds(0));
+  EXPECT_EQ(above.update(4'000'000'000, milliseconds(10)), 0u);
+  EXPECT_EQ(above.implausible_updates(), 1u);
+}
+
+TEST(WrapAccumulator, TheTotalSaturatesNeverWraps) {
+  // Found by estimator_fuzz: 2^64 µJ (5 TWh) is out of reach of any real counter, but a total
+  // that wrapped past it would decrease.
+  constexpr auto kMax = std::numeric_limits<std::uint64_t>::max();
+  WrapAccumulator acc(0, Watts(1e12));
+  acc.update(0, milliseconds(0));
+  EXPECT_EQ(acc.update(kMax - 10, std::chrono::hours(100'000)), kMax - 10);
+  EXPECT_EQ(acc.update(5, std::chrono::seconds(1)), kMax - 5);  // a restart counts its 5
+  EXPECT_EQ(acc.update(20, std::chrono::seconds(1)), kMax);
+  EXPECT_EQ(acc.update(30, std::chrono::seconds(1)), kMax);
 }
 
 TEST(WrapAccumulator, MonotonicOverRandomWalk) {

@@ -80,7 +80,8 @@ struct CounterEstimate {
   std::int64_t unread_from = 0;  ///< Where that span begins (the update read before it).
   /// The schedule was not trusted around the instant (being relearned after the updates
   /// contradicted it): the value is the one read last at or before it, as a plain difference of
-  /// reads takes it, off by up to a period's increment.
+  /// reads takes it (or the last update the trusted schedule placed before it, if that is more),
+  /// off by up to a period's increment.
   bool plain = false;
 };
 
@@ -117,6 +118,9 @@ class CounterHistory {
   /// The counter's recent rate (value units per ns) over the last few consecutive updates, or
   /// the instant power read with the newest value; 0 when neither is known yet.
   [[nodiscard]] double recent_rate() const { return tail_rate_; }
+  /// An update came earlier than the schedule expects, by an amount its reads do not pin: the
+  /// reader should pin the next update (read densely around it) so the schedule is checked on it.
+  [[nodiscard]] bool wants_pinned_update() const { return pin_wanted_; }
   /// Updates (distinct values) seen so far.
   [[nodiscard]] std::uint64_t updates_seen() const { return updates_seen_; }
   /// Reads fed so far.
@@ -146,7 +150,8 @@ class CounterHistory {
   void try_lock();
   void refit();
   void fit();
-  [[nodiscard]] int check(const Record& r) const;  // 1 contradicts, 0 agrees, -1 says nothing
+  // 1 contradicts, 0 agrees, 2 came early by an amount the bracket does not pin, -1 says nothing.
+  [[nodiscard]] int check(const Record& r) const;
   void note_check(bool miss);
   void relearn();
   void check_stamp(const Record& r);
@@ -163,7 +168,7 @@ class CounterHistory {
   [[nodiscard]] double recent_period_energy() const;
   [[nodiscard]] bool narrow(const Record& r) const;
   [[nodiscard]] double prelock_period() const;
-  [[nodiscard]] std::optional<CounterEstimate> plain_at(std::int64_t t_ns) const;
+  [[nodiscard]] std::optional<CounterEstimate> plain_at(std::int64_t t_ns, std::size_t k) const;
   [[nodiscard]] double prelock_hold() const;  // the longest a value is shown before the lock
   void place_open_before_narrow();
   void fix_open_index();
@@ -194,8 +199,9 @@ class CounterHistory {
   int checks_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t learn_from_ = 0;  // the schedule is learned from records from this seq on
-  std::size_t since_refit_ = 0;
-  double tail_rate_ = 0.0;  // rate_before(last record), cached: the hot path extrapolates from it
+  std::uint64_t lock_seq_ = 0;    // the first record after the schedule last locked
+  bool pin_wanted_ = false;       // see wants_pinned_update
+  double tail_rate_ = 0.0;        // rate_before(last record), cached: the hot path extrapolates from it
 };
 
 }  // namespace erg::measure

@@ -100,6 +100,17 @@ class EnergyMonitor {
   /// Ends window `name` and returns its measurement. NotFound ("Measurement window '<name>'
   /// does not exist") for an unknown name.
   Result<Measurement> end_window(const std::string& name, bool sync = true);
+  /// Ends window `name` now (its end edge is read now) and keeps it for collect_window: a
+  /// caller that must not wait for the counters' next update at the edge (a training step)
+  /// collects the measurement later, when that update has been read and the end edge is placed
+  /// on the schedule as settle would place it. NotFound for an unknown name; AlreadyExists when
+  /// a window of that name ended this way is still uncollected.
+  Result<void> end_window_later(const std::string& name, bool sync = true);
+  /// The measurement of window `name` ended by end_window_later, with the log row. Settles first
+  /// (waits, about a period at most, for the counter updates after its end edge) where they have
+  /// not been read yet: collected at once after the edge, it is end_window with settle. NotFound
+  /// if no window of that name awaits collection.
+  Result<Measurement> collect_window(const std::string& name);
   /// Ends window `name` without a measurement or log row; `sync`: synchronize first, as
   /// end_window would (Zeus's end_window(cancel=True) does).
   Result<void> cancel_window(const std::string& name, bool sync = false);

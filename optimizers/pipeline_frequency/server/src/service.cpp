@@ -147,8 +147,8 @@ Parsed<ProfilingResult> parse_result(std::string_view body) {
   auto j = object_body(body);
   if (!j) return tl::unexpected(j.error());
   ProfilingResult r;
-  ERG_PF_CHECK(only_fields(
-      *j, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown", "coarse_energy_windows"}));
+  ERG_PF_CHECK(only_fields(*j, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown",
+                                "coarse_energy_windows", "extrapolated_energy_windows"}));
   ERG_PF_CHECK(get_int(*j, "rank", r.rank));
   ERG_PF_CHECK(get_numbers(*j, "iter_time", r.iter_time));
   ERG_PF_CHECK(get_numbers(*j, "iter_energy", r.iter_energy));
@@ -157,6 +157,11 @@ Parsed<ProfilingResult> parse_result(std::string_view body) {
   if (j->contains("coarse_energy_windows")) {
     ERG_PF_CHECK(get_int(*j, "coarse_energy_windows", r.coarse_energy_windows));
     if (r.coarse_energy_windows < 0) return tl::unexpected(Invalid{"coarse_energy_windows", "must not be negative"});
+  }
+  if (j->contains("extrapolated_energy_windows")) {
+    ERG_PF_CHECK(get_int(*j, "extrapolated_energy_windows", r.extrapolated_energy_windows));
+    if (r.extrapolated_energy_windows < 0)
+      return tl::unexpected(Invalid{"extrapolated_energy_windows", "must not be negative"});
   }
   return r;
 }
@@ -188,6 +193,7 @@ json result_json(const ProfilingResult& r) {
             {"time_breakdown", r.time_breakdown},
             {"energy_breakdown", r.energy_breakdown}};
   if (r.coarse_energy_windows > 0) j["coarse_energy_windows"] = r.coarse_energy_windows;
+  if (r.extrapolated_energy_windows > 0) j["extrapolated_energy_windows"] = r.extrapolated_energy_windows;
   return j;
 }
 

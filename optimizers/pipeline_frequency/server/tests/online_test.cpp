@@ -312,6 +312,10 @@ TEST(PerseusOnline, RefusesResultsItCannotProfileFrom) {
   bad["coarse_energy_windows"] = -1;
   refused(bad, "coarse_energy_windows", "must not be negative");
   bad["coarse_energy_windows"] = 0;  // none: as if absent
+  // Extrapolated instruction ends are recorded, not refused; a negative count is refused.
+  bad["extrapolated_energy_windows"] = -2;
+  refused(bad, "extrapolated_energy_windows", "must not be negative");
+  bad["extrapolated_energy_windows"] = 2;
   // Refused results were not taken: the good one is accepted, then a second one is out of turn.
   EXPECT_EQ(service.post_result(job.id(), bad.dump()).status, 200);
   EXPECT_EQ(service.post_result(job.id(), good.dump()).status, 409);

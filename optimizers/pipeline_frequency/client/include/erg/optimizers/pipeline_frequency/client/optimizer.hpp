@@ -99,6 +99,10 @@ struct InstructionFigures {
   /// coarse (measure::GpuEnergy::short_window); counted in the posted result's
   /// coarse_energy_windows.
   bool short_window = false;
+  /// How much of the window, at its end, was extrapolated past the counter's last update
+  /// (measure::GpuEnergy::extrapolated); counted in the posted result's
+  /// extrapolated_energy_windows when positive.
+  Seconds extrapolated{0.0};
 };
 
 class PipelineFrequencyOptimizer {

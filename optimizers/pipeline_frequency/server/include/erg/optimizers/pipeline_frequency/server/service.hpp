@@ -87,6 +87,11 @@ struct ProfilingResult {
   /// energy counter (measure::GpuEnergy::short_window), i.e. are too coarse to profile from. In the
   /// JSON only when positive ("coarse_energy_windows"). The online scheduler refuses such results.
   int coarse_energy_windows = 0;
+  /// erg's: how many of the instruction energies had their end edge extrapolated past the GPU
+  /// counter's last update (measure::GpuEnergy::extrapolated > 0: a load change in that span is
+  /// not in the figure). The step's own energy is settled and never counts. In the JSON only when
+  /// positive ("extrapolated_energy_windows"); recorded, not refused.
+  int extrapolated_energy_windows = 0;
 };
 
 /// Zeus's FrequencyScheduler: one schedule per rank each round, then that round's results.
