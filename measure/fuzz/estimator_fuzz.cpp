@@ -96,6 +96,7 @@ void fuzz_history(const std::uint8_t* data, std::size_t size) {
     const auto q = in.take<std::uint16_t>();
     const auto q2 = in.take<std::uint8_t>();
     t += step_ns(dt);
+    if (t > (std::int64_t{1} << 62) || t < -(std::int64_t{1} << 62)) break;  // no int64 overflow in the harness
     value += step_value(dv);
     erg::measure::CounterRead r;
     r.t_ns = t;

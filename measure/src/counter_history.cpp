@@ -215,7 +215,7 @@ int CounterHistory::check(const Record& r) const {
   // Shown already by a read made more than kCheckSigmas σ before the update was due (the
   // follower's read just before it): earlier than the schedule expects, by how much the bracket
   // does not say. The next update is pinned to tell (wants_pinned_update).
-  if (predicted - tight > hi) return 2;
+  if (!narrow(r) && predicted - tight > hi) return 2;
   return 0;
 }
 
@@ -560,7 +560,7 @@ std::int64_t CounterHistory::estimate(const Record& r) const {
       r.open && schedule_.locked && period_ > 0.0 ? r.hi - static_cast<std::int64_t>(period_ + 3.0 * sigma_) : r.lo;
   const double lo = static_cast<double>(lo_ns), hi = static_cast<double>(r.hi);
   if (schedule_.stamps_are_update_times.value_or(false) && r.stamp)
-    return r.open ? std::min(*r.stamp, r.hi) : std::clamp(*r.stamp, r.lo + 1, r.hi);
+    return r.open ? std::min(*r.stamp, r.hi) : std::clamp(*r.stamp, std::min(r.lo + 1, r.hi), r.hi);
   if (!schedule_.locked || !r.index) {
     // No schedule yet: the middle of a narrow bracket; else, the update lies anywhere in the
     // last nominal period before the first read — and no more than a period (plus a slack)
@@ -573,7 +573,8 @@ std::int64_t CounterHistory::estimate(const Record& r) const {
     if (narrow(r)) return static_cast<std::int64_t>(0.5 * (lo + hi));
     const double half = 0.5 * static_cast<double>(nominal_.count());
     const double held = std::max(lo, static_cast<double>(r.last_seen) - prelock_hold());
-    return std::clamp(static_cast<std::int64_t>(hi - std::min(half, 0.5 * (hi - held))), r.lo + 1, r.hi);
+    return std::clamp(static_cast<std::int64_t>(hi - std::min(half, 0.5 * (hi - held))), std::min(r.lo + 1, r.hi),
+                      r.hi);
   }
   // The schedule's prediction, truncated to the bracket.
   const double mu = grid(static_cast<double>(*r.index));
@@ -583,7 +584,8 @@ std::int64_t CounterHistory::estimate(const Record& r) const {
     const double z = normal_cdf(b) - normal_cdf(a);
     if (z > 1e-9) t = mu + sigma_ * (normal_pdf(a) - normal_pdf(b)) / z;
   }
-  return std::clamp(static_cast<std::int64_t>(std::llround(t)), lo_ns + 1, r.hi);
+  // (Two reads in one nanosecond leave lo == hi: the bound is then hi itself.)
+  return std::clamp(static_cast<std::int64_t>(std::llround(t)), std::min(lo_ns + 1, r.hi), r.hi);
 }
 
 double CounterHistory::rate_before(std::size_t k) const {

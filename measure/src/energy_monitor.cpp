@@ -1002,6 +1002,7 @@ std::vector<std::string> EnergyMonitor::reset_windows() {
   std::vector<std::string> names;
   for (const auto& [n, s] : impl_->windows) names.push_back(n);
   impl_->windows.clear();
+  impl_->ended.clear();  // windows ended by end_window_later and not collected are dropped too
   return names;
 }
 
@@ -1072,10 +1073,13 @@ Result<void> EnergyMonitor::end_window_later(const std::string& name, bool sync)
   std::lock_guard lock(impl_->mu);
   auto it = impl_->windows.find(name);
   if (it == impl_->windows.end()) return fail(ErrorCode::kNotFound, "Measurement window '" + name + "' does not exist");
-  WindowState end;
-  end.start = impl_->clock->now();
-  impl_->read_counters(end);
-  impl_->ended.emplace(name, std::make_pair(std::move(it->second), std::move(end)));
+  // Another end_window_later of the name may have ended one while the lock was released.
+  auto [slot, inserted] = impl_->ended.try_emplace(name);
+  if (!inserted)
+    return fail(ErrorCode::kAlreadyExists, "Measurement window '" + name + "' ended earlier is not collected yet");
+  slot->second.second.start = impl_->clock->now();
+  impl_->read_counters(slot->second.second);
+  slot->second.first = std::move(it->second);
   impl_->windows.erase(it);
   return ok();
 }

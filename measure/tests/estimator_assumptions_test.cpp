@@ -232,6 +232,7 @@ TEST(FreshMonitor, FirstWindowsOfAGpuBusyFromCreationDoNotAssumeAlikePeriods) {
       }
     }
   }
+  ASSERT_GT(errors.size(), 60u) << "most windows are placed on the schedule, not flagged plain";
   std::sort(errors.begin(), errors.end());
   std::printf("busy from creation, first 0.1 s windows: %zu, |error| median %.2f %%, p90 %.2f %%, worst %.2f %%\n",
               errors.size(), errors[errors.size() / 2], errors[errors.size() * 9 / 10], errors.back());

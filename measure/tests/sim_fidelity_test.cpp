@@ -431,3 +431,59 @@ TEST(SimPowerMonitor, LostGpuDoesNotStopTheOthers) {
 
 }  // namespace
 }  // namespace erg::measure
+
+namespace erg::measure {
+namespace {
+
+TEST(SimPowerMonitorStamps, StampsAreUsedOnlyOnceTheyAgreeWithTheReadsAndNeverMoreThanAPeriodBack) {
+  // Three A100s whose power fields are stamped with the update time, with the start of the
+  // interval the value covers, and with the update time of a value readable only 20 ms after it.
+  // Sampled every 10 ms on the virtual clock (a read takes no time there, so each sample's read
+  // time is known exactly). Only the first GPU's stamps agree with the reads (a new value's stamp
+  // lies between the read before it and its own read): its samples are backdated to the update,
+  // by less than the update period; the others are stamped with their read times. No timeline
+  // runs backwards.
+  testing::VirtualRig rig(
+      R"({"gpus": [{"sku": "A100", "stamps": "update"}, {"sku": "A100", "stamps": "interval_start"},)"
+      R"( {"sku": "A100", "stamps": "update", "publish_delay_ms": 20}], "cpus": 0, "seed": 3})");
+  for (unsigned g = 0; g < 3; ++g) ASSERT_TRUE(rig.machine->set_load(g, sim::Load::training(0.9)));
+  PowerMonitorOptions o;
+  o.clock = rig.clock.get();
+  o.start_thread = false;
+  o.period = std::chrono::milliseconds(10);
+  o.cpus = false;
+  auto pm = PowerMonitor::create(rig.gpus, {}, o);
+  ASSERT_TRUE(pm) << pm.error().message;
+  std::vector<std::chrono::nanoseconds> reads;
+  const auto t0 = rig.now();
+  for (int i = 0; i < 300; ++i) {
+    rig.advance(std::chrono::milliseconds(10));
+    reads.push_back(rig.now());
+    (*pm)->sample_once();
+  }
+  const auto period = std::chrono::nanoseconds(*rig.gpus[0]->capabilities().power_update_period);
+  for (unsigned g = 0; g < 3; ++g) {
+    auto points = (*pm)->gpu_timeline(g, PowerDomain::kDeviceInstant, t0, rig.now());
+    ASSERT_TRUE(points) << points.error().message;
+    ASSERT_GT(points->size(), 20u) << "gpu" << g;
+    int backdated = 0;
+    for (std::size_t i = 0; i < points->size(); ++i) {
+      const auto t = (*points)[i].time;
+      if (i > 0) {
+        EXPECT_GE(t, (*points)[i - 1].time) << "gpu" << g << ": the timeline runs backwards";
+      }
+      // The read that gave the sample: the first read at or after its time.
+      const auto read = *std::lower_bound(reads.begin(), reads.end(), t);
+      EXPECT_LE(read - t, period) << "gpu" << g << ": backdated by more than the update period";
+      if (read != t) ++backdated;
+    }
+    if (g == 0) {
+      EXPECT_GT(backdated, static_cast<int>(points->size()) / 2) << "update-time stamps are used";
+    } else {
+      EXPECT_EQ(backdated, 0) << "gpu" << g << ": stamps that disagree with the reads are not used";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace erg::measure

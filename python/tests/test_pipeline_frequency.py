@@ -70,7 +70,7 @@ def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, se
             assert set(res) == {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown",
                                 "coarse_energy_windows", "extrapolated_energy_windows"}
             assert res["coarse_energy_windows"] == 4
-            assert res["extrapolated_energy_windows"] == 4
+            assert 1 <= res["extrapolated_energy_windows"] <= 4
             assert res["rank"] == 0 and len(res["iter_time"]) == 1 == len(res["iter_energy"])
             assert sorted(res["time_breakdown"]) == ["backward", "forward"]
             fwd_t, bwd_t = res["time_breakdown"]["forward"][0], res["time_breakdown"]["backward"][0]

@@ -108,8 +108,10 @@ class EnergyMonitor {
   Result<void> end_window_later(const std::string& name, bool sync = true);
   /// The measurement of window `name` ended by end_window_later, with the log row. Settles first
   /// (waits, about a period at most, for the counter updates after its end edge) where they have
-  /// not been read yet: collected at once after the edge, it is end_window with settle. NotFound
-  /// if no window of that name awaits collection.
+  /// not been read yet: collected at once after the edge, it is end_window with settle. Collect
+  /// within about a minute (the counter's kept history; older edges fall back to the values
+  /// read at them). approx_instant_energy does not apply. NotFound if no window of that name
+  /// awaits collection.
   Result<Measurement> collect_window(const std::string& name);
   /// Ends window `name` without a measurement or log row; `sync`: synchronize first, as
   /// end_window would (Zeus's end_window(cancel=True) does).
@@ -121,7 +123,8 @@ class EnergyMonitor {
   Result<Measurement> peek_window(const std::string& name);
   /// Restarts window `name` from now (begins it if it does not exist).
   Result<void> restart_window(const std::string& name, bool sync = true);
-  /// Cancels every open window; returns their names.
+  /// Cancels every open window (and drops those ended by end_window_later and not collected);
+  /// returns the open windows' names.
   std::vector<std::string> reset_windows();
 
   /// Monitored GPUs (erg indices) and CPU packages (package indices), in order.
