@@ -38,8 +38,8 @@ constexpr std::array<Sku, 12> build() {
     s.instant_window_ms = 20;
     s.max_sm_mhz = 1380, s.min_sm_mhz = 135, s.clock_step_mhz = 7.5;
     s.mem_clocks_mhz[0] = 877;
-    s.idle_w = 25.0, s.active_w = 48.46 / kA, s.dynamic_w = 128.16 / kA, s.linear_share = 0.41;
-    s.memory_bound = 0.638;
+    s.idle_w = 31.0, s.active_w = 37.2 / kA, s.dynamic_w = 111.4 / kA, s.linear_share = 0.665;
+    s.memory_bound = 0.772, s.peak_dynamic = 0.30;
     t[0] = s;
   }
   {
@@ -51,7 +51,7 @@ constexpr std::array<Sku, 12> build() {
     s.sampled_window_ms = 25, s.instant_window_ms = 25;  // 25 % of each 100 ms period (Yang et al.)
     s.max_sm_mhz = 1410, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 1593;
-    s.idle_w = 55.0, s.active_w = 60.0 / kA, s.dynamic_w = 305.0 / kA, s.linear_share = 0.66, s.memory_bound = 0.45;
+    s.idle_w = 50.0, s.active_w = 14.0 / kA, s.dynamic_w = 370.0 / kA, s.linear_share = 0.6, s.memory_bound = 0.45;
     t[1] = s;
   }
   {
@@ -62,7 +62,7 @@ constexpr std::array<Sku, 12> build() {
     s.sampled_window_ms = 25, s.instant_window_ms = 25;  // as A100 (Yang et al.)
     s.max_sm_mhz = 1980, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 2619;
-    s.idle_w = 70.0, s.active_w = 100.0 / kA, s.dynamic_w = 600.0 / kA, s.linear_share = 0.66;
+    s.idle_w = 70.0, s.active_w = 60.0 / kA, s.dynamic_w = 640.0 / kA, s.linear_share = 0.66;
     s.memory_bound = 0.45;
     s.memory_power_share = 0.12;  // HBM3 share of board power, a plausible round figure
     t[2] = s;
@@ -75,8 +75,8 @@ constexpr std::array<Sku, 12> build() {
     s.max_sm_mhz = 1740, s.min_sm_mhz = 210, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 7251, s.mem_clocks_mhz[1] = 405;
     s.max_sm_at_low_mem_mhz = 645;
-    s.idle_w = 30.0, s.active_w = 47.08 / kA, s.dynamic_w = 147.97 / kA, s.linear_share = 0.761;
-    s.memory_bound = 0.487;
+    s.idle_w = 39.4, s.active_w = 64.4 / kA, s.dynamic_w = 116.0 / kA, s.linear_share = 0.84;
+    s.memory_bound = 0.761, s.peak_dynamic = 0.116;
     t[3] = s;
   }
   {
@@ -89,8 +89,8 @@ constexpr std::array<Sku, 12> build() {
     s.max_sm_mhz = 2100, s.min_sm_mhz = 300, s.clock_step_mhz = 15;
     s.mem_clocks_mhz[0] = 7000, s.mem_clocks_mhz[1] = 405;
     s.max_sm_at_low_mem_mhz = 645;
-    s.idle_w = 20.0, s.active_w = 64.64 / kA, s.dynamic_w = 131.48 / kA, s.linear_share = 0.501;
-    s.memory_bound = 0.727;
+    s.idle_w = 28.1, s.active_w = 56.7 / kA, s.dynamic_w = 110.8 / kA, s.linear_share = 0.363;
+    s.memory_bound = 0.667, s.peak_dynamic = 0.277;
     t[4] = s;
   }
   {
@@ -104,8 +104,8 @@ constexpr std::array<Sku, 12> build() {
     s.instant_window_ms = 20;
     s.max_sm_mhz = 1328, s.min_sm_mhz = 544, s.clock_step_mhz = 13;
     s.mem_clocks_mhz[0] = 715;
-    s.idle_w = 28.0, s.active_w = 20.95 / kA, s.dynamic_w = 112.92 / kA, s.linear_share = 0.351;
-    s.memory_bound = 0.518;
+    s.idle_w = 31.7, s.active_w = 16.4 / kA, s.dynamic_w = 102.1 / kA, s.linear_share = 0.33;
+    s.memory_bound = 0.573, s.peak_dynamic = 0.10;
     t[5] = s;
   }
   // --- AMD Instinct ---------------------------------------------------------------------------
@@ -268,11 +268,27 @@ unsigned nearest_sm_clock_mhz(const Sku& sku, double mhz) {
   return best;
 }
 
-double model_power_w(const Sku& sku, double mhz, double u, double mem_ratio) {
+double power_activity(double a) {
+  if (a <= 0.0) return 0.0;
+  return CalibrationLoad::kMeanActivity * (1.0 - std::exp(-a / kActivityTau)) /
+         (1.0 - std::exp(-CalibrationLoad::kMeanActivity / kActivityTau));
+}
+
+namespace {
+double power_w(const Sku& sku, double mhz, double u, double mem_ratio, double dynamic_scale) {
   const double x = mhz / sku.max_sm_mhz;
   const double dyn = sku.dynamic_w * (sku.linear_share * x + (1.0 - sku.linear_share) * x * x * x);
   const double act = sku.active_w * (1.0 - sku.memory_active_share + sku.memory_active_share * mem_ratio);
-  return sku.idle_w + u * (act + dyn);
+  return sku.idle_w + power_activity(u) * (act + dynamic_scale * dyn);
+}
+}  // namespace
+
+double model_power_w(const Sku& sku, double mhz, double u, double mem_ratio) {
+  return power_w(sku, mhz, u, mem_ratio, 1.0);
+}
+
+double model_limiter_power_w(const Sku& sku, double mhz, double u, double mem_ratio) {
+  return power_w(sku, mhz, u, mem_ratio, 1.0 + sku.peak_dynamic);
 }
 
 double model_speed(const Sku& sku, double mhz, double mem_ratio) {
@@ -293,7 +309,7 @@ unsigned model_clock_mhz(const Sku& sku, double u, double limit_w, unsigned cap_
   for (unsigned i = 0; i < n; ++i) {
     const unsigned f = sm_clock_mhz(sku, i);
     if (f > cap_mhz || f < floor_mhz) continue;
-    if (model_power_w(sku, f, u, mem_ratio) <= limit_w) return f;
+    if (model_limiter_power_w(sku, f, u, mem_ratio) <= limit_w) return f;
   }
   return lowest;
 }

@@ -1,8 +1,10 @@
 // The model against the calibration targets in sim/data/gpu_calibration.csv (measured on real
-// GPUs; see sim/data/README.md): a GPU running the training-like calibration load must
-// reproduce the median slowdown and relative-energy curves within ±10 % at every limit, with an
-// energy minimum strictly below the maximum limit. The tables are parsed from the markdown
-// itself, so a change there is checked without touching this file.
+// GPUs; see sim/data/README.md): a GPU running a training-like load at any mean activity in the
+// calibrated range 0.7 … 1.0 (the tests and demos use 0.93, Load::training(), and 1.0, a steady
+// fully busy GPU) must reproduce the median slowdown and relative-energy curves within ±10 % at
+// every limit, with an energy minimum strictly below the maximum limit. The tables are read from
+// the CSV, so a change there is checked without touching this file. A100 and H100 (no traces)
+// must meet every limit of their range, down to their lowest listed clock.
 //
 // Two levels: the steady-state model functions (fast, exact), and the faithful engine itself —
 // the limit set through the simulated driver, the control loop settling, ripple and noise on —
@@ -10,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -22,7 +25,7 @@ namespace erg::sim {
 namespace {
 
 struct Row {
-  double limit_w, slowdown, energy;
+  double limit_w, slowdown, energy, avg_w_max;
 };
 
 /// sim/data/gpu_calibration.csv, by SKU key, in file order.
@@ -38,19 +41,21 @@ std::map<std::string, std::vector<Row>> read_tables() {
     if (cells.size() != 11) continue;
     const Sku* sku = lookup_sku(cells[0]);
     if (sku == nullptr) continue;
-    tables[std::string(sku->key)].push_back({std::stod(cells[1]), std::stod(cells[3]), std::stod(cells[6])});
+    tables[std::string(sku->key)].push_back(
+        {std::stod(cells[1]), std::stod(cells[3]), std::stod(cells[6]), std::stod(cells[10])});
   }
   return tables;
 }
 
-/// Time and energy per unit of work of a fully busy GPU under `limit_w`.
+/// The calibrated range of mean activity, and the activities checked in it.
+constexpr double kActivities[] = {0.7, 0.8, 0.93, 1.0};
+
+/// Time and energy per unit of work of a GPU at mean activity `a` under `limit_w`.
 struct Point {
   unsigned clock_mhz;
   double power_w, time_per_work, energy_per_work;
 };
-Point at_limit(const Sku& sku, double limit_w) {
-  // The calibration load's mean activity: the limit binds on the average power.
-  const double a = CalibrationLoad::kMeanActivity;
+Point at_limit(const Sku& sku, double limit_w, double a = CalibrationLoad::kMeanActivity) {
   const unsigned f = model_clock_mhz(sku, a, limit_w, sku.max_sm_mhz);
   const double p = model_power_w(sku, f, a);
   const double t = 1.0 / (a * model_speed(sku, f));
@@ -64,22 +69,27 @@ TEST(Calibration, MedianCurvesWithinTenPercent) {
     const Sku* sku = lookup_sku(key);
     ASSERT_NE(sku, nullptr);
     ASSERT_FALSE(rows.empty());
-    const Point ref = at_limit(*sku, sku->max_limit_w);
-    double min_energy = 1e9, min_energy_limit = 0;
-    std::printf("%-8s limit  clock  power | slowdown model/median | energy model/median\n", key.c_str());
-    for (const Row& r : rows) {
-      const Point p = at_limit(*sku, r.limit_w);
-      const double slowdown = p.time_per_work / ref.time_per_work;
-      const double energy = p.energy_per_work / ref.energy_per_work;
-      std::printf("%-8s %5.0f %6u %6.1f | %6.3f / %4.2f (%+5.1f%%) | %6.3f / %4.2f (%+5.1f%%)\n", key.c_str(),
-                  r.limit_w, p.clock_mhz, p.power_w, slowdown, r.slowdown, 100 * (slowdown / r.slowdown - 1), energy,
-                  r.energy, 100 * (energy / r.energy - 1));
-      EXPECT_NEAR(slowdown, r.slowdown, 0.10 * r.slowdown) << key << " slowdown at " << r.limit_w << " W";
-      EXPECT_NEAR(energy, r.energy, 0.10 * r.energy) << key << " energy at " << r.limit_w << " W";
-      if (energy < min_energy) min_energy = energy, min_energy_limit = r.limit_w;
+    for (const double a : kActivities) {
+      const Point ref = at_limit(*sku, sku->max_limit_w, a);
+      double min_energy = 1e9, min_energy_limit = 0;
+      std::printf("%-8s activity %.2f: limit  clock  power | slowdown model/median | energy model/median\n",
+                  key.c_str(), a);
+      for (const Row& r : rows) {
+        const Point p = at_limit(*sku, r.limit_w, a);
+        const double slowdown = p.time_per_work / ref.time_per_work;
+        const double energy = p.energy_per_work / ref.energy_per_work;
+        std::printf("%-8s %5.0f %6u %6.1f | %6.3f / %4.2f (%+5.1f%%) | %6.3f / %4.2f (%+5.1f%%)\n", key.c_str(),
+                    r.limit_w, p.clock_mhz, p.power_w, slowdown, r.slowdown, 100 * (slowdown / r.slowdown - 1), energy,
+                    r.energy, 100 * (energy / r.energy - 1));
+        EXPECT_NEAR(slowdown, r.slowdown, 0.10 * r.slowdown)
+            << key << " slowdown at " << r.limit_w << " W, activity " << a;
+        EXPECT_NEAR(energy, r.energy, 0.10 * r.energy) << key << " energy at " << r.limit_w << " W, activity " << a;
+        if (energy < min_energy) min_energy = energy, min_energy_limit = r.limit_w;
+      }
+      EXPECT_LT(min_energy_limit, sku->max_limit_w)
+          << key << ": the energy sweet spot must lie below the max limit (activity " << a << ")";
+      EXPECT_LT(min_energy, 0.99) << key << " activity " << a;
     }
-    EXPECT_LT(min_energy_limit, sku->max_limit_w) << key << ": the energy sweet spot must lie below the max limit";
-    EXPECT_LT(min_energy, 0.99) << key;
   }
 }
 
@@ -126,19 +136,56 @@ TEST(Calibration, ComputeHeavyA100AndH100DemandMoreThanTheDefaultLimit) {
   }
 }
 
+// A100 and H100 meet every limit of their range at any activity up to 1 (fully busy): at their
+// lowest listed clock (210 MHz, as nvidia-smi lists for both) the power is under the minimum
+// limit, so the clock the limiter picks keeps the power under each limit.
+TEST(Calibration, A100AndH100MeetEveryLimitInTheirRange) {
+  for (const char* key : {"A100", "H100"}) {
+    const Sku& sku = *lookup_sku(key);
+    EXPECT_EQ(sku.min_sm_mhz, 210u) << key;
+    EXPECT_LT(model_limiter_power_w(sku, sku.min_sm_mhz, 1.0), sku.min_limit_w) << key << " at its lowest clock";
+    for (const double a : kActivities)
+      for (unsigned l = sku.min_limit_w; l <= sku.max_limit_w; l += 5) {
+        const Point p = at_limit(sku, l, a);
+        EXPECT_LE(p.power_w, l) << key << " at " << l << " W, activity " << a;
+      }
+  }
+}
+
+// The power-relevant activity h(a): 0 at idle, the calibration activity unchanged, increasing.
+TEST(Calibration, PowerActivityIsConcaveAndFixesTheCalibrationPoint) {
+  EXPECT_EQ(power_activity(0.0), 0.0);
+  EXPECT_NEAR(power_activity(CalibrationLoad::kMeanActivity), CalibrationLoad::kMeanActivity, 1e-12);
+  double last = 0.0, last_slope = 1e9;
+  for (int i = 1; i <= 100; ++i) {
+    const double h = power_activity(i / 100.0);
+    EXPECT_GT(h, last) << i;
+    EXPECT_LE(h - last, last_slope + 1e-12) << i;
+    last_slope = h - last, last = h;
+  }
+  // An idle-ish GPU still draws clearly less than a busy one.
+  EXPECT_LT(power_activity(0.2), 0.7 * power_activity(1.0));
+}
+
+/// The loads the engine is checked under, by mean activity: the calibration load scaled to 0.7,
+/// the calibration load itself (0.93), and a steady fully busy GPU (1.0, run_work's default).
+std::vector<std::pair<double, Load>> engine_loads() {
+  const double k = CalibrationLoad::kMeanActivity;
+  return {{0.7, Load::training(0.7 / k)}, {k, Load::training()}, {1.0, Load{}}};
+}
+
 /// The engine on the virtual clock: per SKU, a GPU under the calibration load at each limit.
 class CalibrationEngine : public testing::SimTest {
  protected:
   /// Time and energy per unit of work at `limit_w`, after the control loop settled: measured
   /// over a whole number of load steps.
-  Point run(unsigned gpu, double limit_w) {
+  Point run(unsigned gpu, double limit_w, const Load& load = Load::training()) {
     machine_->set_privilege(Privilege::kEveryone);
     EXPECT_EQ(nvml_.nvmlDeviceSetPowerManagementLimit(dev(gpu), static_cast<unsigned>(limit_w * 1000)), NVML_SUCCESS);
-    const Load load = Load::training();
     EXPECT_TRUE(machine_->set_load(gpu, load));
-    EXPECT_TRUE(machine_->advance(load.step * 8));  // ≈ 1.8 s: the loop settles (τ = 150 ms)
+    EXPECT_TRUE(machine_->advance(std::chrono::milliseconds(1840)));  // 8 steps: the loop settles (τ = 150 ms)
     const double e0 = machine_->true_energy(gpu)->value(), w0 = machine_->status(gpu)->work_done;
-    const auto span = load.step * 40;  // 9.2 s, a whole number of steps
+    const auto span = load.step.count() > 0 ? load.step * 40 : std::chrono::nanoseconds(9'200'000'000);
     EXPECT_TRUE(machine_->advance(span));
     const double e = machine_->true_energy(gpu)->value() - e0, w = machine_->status(gpu)->work_done - w0;
     const double secs = std::chrono::duration<double>(span).count();
@@ -153,21 +200,28 @@ TEST_F(CalibrationEngine, MedianCurvesWithinTenPercentOnTheFaithfulModel) {
   std::vector<std::string> keys;
   for (const auto& [key, rows] : tables) keys.push_back(key), spec += "1x" + key + ",";
   start((spec + "cpus=0").c_str());
-  for (unsigned g = 0; g < keys.size(); ++g) {
-    const Sku& sku = *lookup_sku(keys[g]);
-    const Point ref = run(g, sku.max_limit_w);
-    double min_energy = 1e9, min_limit = 0;
-    for (const Row& r : tables[keys[g]]) {
-      const Point p = run(g, r.limit_w);
-      const double slowdown = p.time_per_work / ref.time_per_work, energy = p.energy_per_work / ref.energy_per_work;
-      std::printf("engine %-8s %5.0f W: clock %4u, %6.1f W | slowdown %.3f / %.2f | energy %.3f / %.2f\n",
-                  keys[g].c_str(), r.limit_w, p.clock_mhz, p.power_w, slowdown, r.slowdown, energy, r.energy);
-      EXPECT_NEAR(slowdown, r.slowdown, 0.10 * r.slowdown) << keys[g] << " slowdown at " << r.limit_w << " W";
-      EXPECT_NEAR(energy, r.energy, 0.10 * r.energy) << keys[g] << " energy at " << r.limit_w << " W";
-      EXPECT_LE(p.power_w, r.limit_w * 1.01) << keys[g] << " average power within the limit at " << r.limit_w;
-      if (energy < min_energy) min_energy = energy, min_limit = r.limit_w;
+  for (const auto& [a, load] : engine_loads()) {
+    for (unsigned g = 0; g < keys.size(); ++g) {
+      const Sku& sku = *lookup_sku(keys[g]);
+      const Point ref = run(g, sku.max_limit_w, load);
+      double min_energy = 1e9, min_limit = 0;
+      for (const Row& r : tables[keys[g]]) {
+        const Point p = run(g, r.limit_w, load);
+        const double slowdown = p.time_per_work / ref.time_per_work, energy = p.energy_per_work / ref.energy_per_work;
+        std::printf(
+            "engine %-8s activity %.2f %5.0f W: clock %4u, %6.1f W | slowdown %.3f / %.2f | energy %.3f / %.2f\n",
+            keys[g].c_str(), a, r.limit_w, p.clock_mhz, p.power_w, slowdown, r.slowdown, energy, r.energy);
+        EXPECT_NEAR(slowdown, r.slowdown, 0.10 * r.slowdown)
+            << keys[g] << " slowdown at " << r.limit_w << " W, activity " << a;
+        EXPECT_NEAR(energy, r.energy, 0.10 * r.energy) << keys[g] << " energy at " << r.limit_w << " W, activity " << a;
+        // Within the limit, or no more above it than the traced GPUs were (A40 at 100 W: up to
+        // 121 W; its lowest clock cannot go lower, as on the real board).
+        EXPECT_LE(p.power_w, std::max(r.limit_w * 1.01, r.avg_w_max))
+            << keys[g] << " average power within the limit at " << r.limit_w;
+        if (energy < min_energy) min_energy = energy, min_limit = r.limit_w;
+      }
+      EXPECT_LT(min_limit, sku.max_limit_w) << keys[g] << " activity " << a;
     }
-    EXPECT_LT(min_limit, sku.max_limit_w) << keys[g];
   }
 }
 
@@ -185,6 +239,23 @@ TEST_F(CalibrationEngine, A100AndH100HaveASweetSpotBelowTheirMaximumLimit) {
     }
     EXPECT_LT(best_limit, sku.max_limit_w) << sku.key;
     EXPECT_LT(best, 0.95 * ref.energy_per_work) << sku.key << ": capping saves energy";
+  }
+}
+
+// The engine meets every limit: average power within 1 % of the limit or under it, at each
+// 50 W step down to the minimum, for the calibration load and for a steady fully busy GPU (the
+// issue-30 report: a busy A100 at 100 W drew 145 W).
+TEST_F(CalibrationEngine, A100AndH100MeetEveryLimitUnderAnyLoad) {
+  start("1xA100,1xH100,cpus=0");
+  for (unsigned g = 0; g < 2; ++g) {
+    const Sku& sku = *lookup_sku(g == 0 ? "A100" : "H100");
+    for (const auto& [a, load] : engine_loads())
+      for (unsigned l = sku.max_limit_w; l >= sku.min_limit_w; l -= 50) {
+        const Point p = run(g, l, load);
+        std::printf("engine %-5s activity %.2f %4u W: clock %4u, %6.1f W\n", sku.key.data(), a, l, p.clock_mhz,
+                    p.power_w);
+        EXPECT_LE(p.power_w, l * 1.01) << sku.key << " at " << l << " W, activity " << a;
+      }
   }
 }
 

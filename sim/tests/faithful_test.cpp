@@ -74,7 +74,7 @@ TEST_F(Faithful, PowerFollowsTheLoadWithRippleAndNoise) {
 
 TEST_F(Faithful, LoadChangeHasATransient) {
   start("1xV100,cpus=0");
-  ASSERT_TRUE(machine_->set_utilization(0, 0.5));
+  ASSERT_TRUE(machine_->set_utilization(0, 0.15));  // the power activity is concave: 0.5 draws most of 1.0's power
   ASSERT_TRUE(machine_->advance(1s));
   const double before = machine_->status(0)->mean_power.value();
   ASSERT_TRUE(machine_->set_utilization(0, 1.0));
@@ -94,8 +94,8 @@ TEST_F(Faithful, PowerLimitActsThroughAControlLoopThatSettlesOverHundredsOfMs) {
   ASSERT_TRUE(machine_->set_utilization(0, 1.0));
   ASSERT_TRUE(machine_->advance(1s));
   const double p0 = mean_power(0, 100ms);
-  ASSERT_GT(p0, 190.0);
-  set_limit(0, 150000);
+  ASSERT_GT(p0, 170.0);
+  set_limit(0, 130000);
   const auto st = machine_->status(0);
   EXPECT_LT(st->target_sm_clock.value(), st->effective_sm_clock.value()) << "the clock has not dropped yet";
   const double first_50ms = mean_power(0, 50ms);
@@ -103,12 +103,14 @@ TEST_F(Faithful, PowerLimitActsThroughAControlLoopThatSettlesOverHundredsOfMs) {
   const double at_300ms = mean_power(0, 50ms);
   (void)mean_power(0, 650ms);
   const double after_1s = mean_power(0, 200ms);
-  // The documented loop: τ = 150 ms on the way down; 95 % of the way after ~0.45 s.
-  EXPECT_GT(first_50ms, 150.0 + 0.6 * (p0 - 150.0)) << "not at once";
-  EXPECT_GT(at_300ms, 150.0 + 0.03 * (p0 - 150.0)) << "still settling at 300 ms";
-  EXPECT_LT(at_300ms, 150.0 + 0.35 * (p0 - 150.0)) << "most of the way by 300 ms";
-  EXPECT_LE(after_1s, 150.0 * 1.01) << "settled within the limit after 1 s";
-  EXPECT_GT(after_1s, 150.0 * 0.9);
+  // The documented loop: τ = 150 ms on the way down; 95 % of the way after ~0.45 s. The level it
+  // settles on is under the limit by the short peaks the limiter guards (peak_dynamic).
+  const double settled = after_1s, drop = p0 - settled;
+  EXPECT_GT(first_50ms, settled + 0.6 * drop) << "not at once";
+  EXPECT_GT(at_300ms, settled + 0.03 * drop) << "still settling at 300 ms";
+  EXPECT_LT(at_300ms, settled + 0.35 * drop) << "most of the way by 300 ms";
+  EXPECT_LE(after_1s, 130.0 * 1.01) << "settled within the limit after 1 s";
+  EXPECT_GT(after_1s, 130.0 * 0.85) << "and not far under it";
   EXPECT_EQ(machine_->status(0)->effective_sm_clock.value(), machine_->status(0)->target_sm_clock.value());
 }
 
@@ -279,7 +281,7 @@ TEST_F(Faithful, FieldTimestampsCanBeTheUpdateTime) {
 
 TEST_F(Faithful, PowerUsageIsInstantOnGa100AndOlderAndAOneSecondAverageAfter) {
   start("1xA100,1xH100,cpus=0");
-  for (unsigned g = 0; g < 2; ++g) ASSERT_TRUE(machine_->set_utilization(g, 0.6));
+  for (unsigned g = 0; g < 2; ++g) ASSERT_TRUE(machine_->set_utilization(g, 0.2));
   ASSERT_TRUE(machine_->advance(3s));
   unsigned usage[2] = {};
   for (unsigned g = 0; g < 2; ++g) ASSERT_EQ(nvml_.nvmlDeviceGetPowerUsage(dev(g), &usage[g]), NVML_SUCCESS);

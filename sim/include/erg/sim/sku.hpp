@@ -6,10 +6,16 @@
 /// Steady-state model (sim/README.md says how the numbers were chosen and where they come from):
 ///   x = f / f_max                    (f: SM clock, MHz)
 ///   y = m / m_max                    (m: memory clock, MHz; 1 unless memory clocks are locked)
-///   P(f, m, a) = idle_w + a · (active_w · (1 − s + s·y) + dynamic_w · (ℓ·x + (1 − ℓ)·x³))
+///   P(f, m, a) = idle_w + h(a) · (active_w · (1 − s + s·y) + dynamic_w · (ℓ·x + (1 − ℓ)·x³))
 ///   speed(f, m) = 1 / ((1 − μ) / x + μ / y)      (1 at f_max, m_max; μ = memory_bound)
 ///   work rate = a · speed                        (1 work unit = 1 s of a fully busy GPU at f_max)
-/// with a the activity (0 idle … 1 fully busy), ℓ = linear_share, s = memory_active_share.
+/// with a the activity (0 idle … 1 fully busy), ℓ = linear_share, s = memory_active_share, and
+///   h(a) = 0.93 · (1 − e^(−a/τ)) / (1 − e^(−0.93/τ)),  τ = kActivityTau
+/// the power-relevant activity: 0 at idle, 0.93 at the calibration load's mean activity, concave
+/// (a GPU busy 70 % of the time keeps its clocks, voltage and memory up between kernels and draws
+/// most of its busy power). The power limiter keeps the power with the dynamic part raised by
+/// peak_dynamic (short peaks above the mean) under the limit: a binding limit leaves the average
+/// below it, as measured (sim/README.md, Calibration).
 
 #include <cstdint>
 #include <span>
@@ -65,7 +71,15 @@ struct Sku {
   double memory_bound = 0.4;         ///< Fraction of a fully busy step that does not scale with the SM clock.
   double memory_active_share = 0.4;  ///< Share of active_w that scales with the memory clock.
   double memory_power_share = 0.0;   ///< Share of board power reported in the MEMORY scope.
+  /// Short peaks of the dynamic power above its mean, as a fraction of it: the limiter keeps
+  /// idle + h(a)·(active + (1 + peak_dynamic)·dynamic) under the limit.
+  double peak_dynamic = 0.0;
 };
+
+/// Time constant τ of the power-relevant activity h(a) (see the model above).
+inline constexpr double kActivityTau = 0.25;
+/// h(a): the activity the power model sees (0 → 0, 0.93 → 0.93, concave; a in 0..1).
+double power_activity(double a);
 
 /// The training-like load the SKU parameters are calibrated against (sim/README.md): busy
 /// (activity 1) for 80 % of each step, at 65 % for the other 20 % (data loading, optimizer step,
@@ -103,11 +117,13 @@ unsigned nearest_sm_clock_mhz(const Sku& sku, double mhz);
 
 /// Board power in W at SM clock `mhz`, activity `u` (0..1) and memory-clock ratio `mem_ratio`.
 double model_power_w(const Sku& sku, double mhz, double u, double mem_ratio = 1.0);
+/// The power the limiter holds under the limit: model_power_w with the dynamic part's peaks.
+double model_limiter_power_w(const Sku& sku, double mhz, double u, double mem_ratio = 1.0);
 /// Relative speed (1 at f_max and the highest memory clock).
 double model_speed(const Sku& sku, double mhz, double mem_ratio = 1.0);
 /// The steady clock under a power limit: the highest table clock in [floor_mhz, cap_mhz] whose
-/// power at activity `u` is within `limit_w` (the lowest such clock if none is). At u == 0 the
-/// GPU idles at the lowest clock it may use.
+/// limiter power (model_limiter_power_w) at activity `u` is within `limit_w` (the lowest such clock if none is). At u
+/// == 0 the GPU idles at the lowest clock it may use.
 unsigned model_clock_mhz(const Sku& sku, double u, double limit_w, unsigned cap_mhz, double mem_ratio = 1.0,
                          unsigned floor_mhz = 0);
 
