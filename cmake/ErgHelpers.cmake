@@ -12,12 +12,13 @@ endfunction()
 
 # erg_add_test(NAME name SOURCES ... LIBS ...): one GoogleTest executable registered with CTest.
 function(erg_add_test)
-  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;PROPERTIES" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
   erg_target_options(${T_NAME})
   target_compile_definitions(${T_NAME} PRIVATE
     ERG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     ERG_BINARY_DIR="${PROJECT_BINARY_DIR}")
-  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
+  # PROPERTIES: more ctest properties for every test of the binary (e.g. RUN_SERIAL TRUE).
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ${T_PROPERTIES})
 endfunction()

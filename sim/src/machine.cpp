@@ -1,6 +1,7 @@
 #include "erg/sim/machine.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -55,6 +56,9 @@ constexpr std::chrono::nanoseconds kPowercapQuantum{detail::kRaplPeriodNs};
 constexpr std::int64_t kVirtualOrigin = 1'000'000'000'000;
 // A lease holder that has not refreshed for this long is presumed stuck or gone.
 constexpr std::int64_t kLeaseStaleNs = 200'000'000;
+// How often an attached process that does not hold the lease looks at it (to take it over when
+// the holder is gone or stuck): 10 wake-ups a second, not the holder's 1,000.
+constexpr std::chrono::nanoseconds kLeaseCheckPeriod{100'000'000};
 // RAPL units as the kernel applies them (intel_rapl_common): packages count in 61.035 µJ
 // (ESU 14), server DRAM in a fixed 15.3 µJ; max_energy_range_uj = (2^32 − 1) × unit.
 constexpr double kPackageUnitUj = 61.035;
@@ -102,6 +106,23 @@ std::vector<EnergyFile> energy_files(const State& s) {
   if (s.psys)
     files.push_back({static_cast<int>(s.cpu_count), -1, PowercapTree::width_for(s.psys_domain.range_uj), &psys_of, 0});
   return files;
+}
+
+/// The index in energy_files() of `cpu`'s package (or its DRAM) file; nullopt without DRAM.
+std::optional<std::size_t> energy_file_index(const State& s, unsigned cpu, bool dram) {
+  std::size_t i = 0;
+  for (unsigned c = 0; c < cpu; ++c) i += 1 + (s.cpus[c].dram ? 1 : 0) + (s.cpus[c].core ? 1 : 0);
+  if (!dram) return i;
+  if (!s.cpus[cpu].dram) return std::nullopt;
+  return i + 1;  // dram is the package's first sub-zone
+}
+
+/// The `name` a zone's file holds.
+std::string zone_name(const EnergyFile& f) {
+  return f.domain == &package_of ? "package-" + std::to_string(f.cpu)
+         : f.domain == &dram_of  ? "dram"
+         : f.domain == &core_of  ? "core"
+                                 : "psys";
 }
 
 /// Opens an energy file for writing. The files are 0400 like the kernel's; their owner may still
@@ -336,9 +357,11 @@ struct Machine::Impl {
   std::vector<int> hwmon_fds;
   std::vector<std::int64_t> hwmon_written;
   std::thread updater;
+  bool leased = false;  // this process held the lease at its last refresh (under write_mutex)
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
   bool stop = false;
+  bool poke = false;  // look at the lease now, not at the next deadline (under stop_mutex)
 
   ~Impl() {
     if (updater.joinable()) {
@@ -384,7 +407,7 @@ struct Machine::Impl {
   /// (virtual clock, or lease holder). Values go in place through descriptors kept open.
   [[nodiscard]] bool has_files() const { return !spec.cpus.empty() || spec.psys || spec.jetson.has_value(); }
 
-  Result<void> refresh_powercap(bool only_if_leaseholder) {
+  Result<void> refresh_powercap(bool only_if_leaseholder, bool* holder = nullptr) {
     if (!has_files()) return ok();
     std::lock_guard wl(write_mutex);
     std::vector<std::uint64_t> values;
@@ -398,14 +421,25 @@ struct Machine::Impl {
         const int me = ::getpid();
         const std::int64_t mono = detail::monotonic_ns();
         const bool stale = mono - s->lease_heartbeat_ns > kLeaseStaleNs;
-        if (s->lease_pid != me && s->lease_pid != 0 && pid_alive(s->lease_pid) && !stale) return ok();
+        if (s->lease_pid != me && s->lease_pid != 0 && pid_alive(s->lease_pid) && !stale) {
+          leased = false;
+          return ok();
+        }
         s->lease_pid = me;
         s->lease_heartbeat_ns = mono;
+        if (holder != nullptr) *holder = true;
+        // Taken over: another process wrote the files meanwhile, so what this one wrote last is
+        // no guide to what they show. Rewrite every file.
+        if (!leased) written.assign(written.size(), ~std::uint64_t{0});
+        leased = true;
       }
       detail::advance_cpus(*s, now);
       if (files.empty()) files = energy_files(*s);
       values.reserve(files.size());
       for (const auto& f : files) values.push_back(detail::rapl_value_uj(*s, *f.domain(*s, f.cpu)));
+      // What every file shows as of `now`, recorded before the files are written (so a value read
+      // there is found here) and under the shared lock (one writer at a time, whichever process).
+      for (std::size_t i = 0; i < values.size(); ++i) record_as_of(i, now, values[i]);
       detail::advance_jetson(*s, now);
       for (unsigned i = 0; i < s->jetson.rail_count; ++i) {
         const auto& r = s->jetson.rails[i];
@@ -432,6 +466,23 @@ struct Machine::Impl {
       written[i] = values[i];
     }
     return ok();
+  }
+
+  /// Records that energy file `i` shows `value` as of sim time `at`, in the file's ring (under the
+  /// shared lock: one writer at a time). Each entry is a seqlock, as the GPU read snapshots are.
+  void record_as_of(std::size_t i, std::int64_t at, std::uint64_t value) {
+    if (i >= detail::kMaxEnergyFiles) return;
+    std::atomic_ref count(s->powercap_as_of_count[i]);
+    const std::uint64_t n = count.load(std::memory_order_relaxed);
+    auto& e = s->powercap_as_of[i][n % detail::kAsOfRing];
+    std::atomic_ref seq(e.seq);
+    // Even base: a writer killed between its two stores (EOWNERDEAD) leaves the count odd.
+    const std::uint64_t v = seq.load(std::memory_order_relaxed) & ~std::uint64_t{1};
+    seq.store(v + 1, std::memory_order_relaxed);
+    std::atomic_ref(e.as_of_ns).store(at, std::memory_order_release);
+    std::atomic_ref(e.value_uj).store(value, std::memory_order_release);
+    seq.store(v + 2, std::memory_order_release);
+    count.store(n + 1, std::memory_order_release);
   }
 
   /// Writes the rails' hwmon files that changed (under write_mutex).
@@ -474,14 +525,22 @@ struct Machine::Impl {
       std::unique_lock lk(stop_mutex);
       while (!stop) {
         lk.unlock();
-        (void)refresh_powercap(/*only_if_leaseholder=*/true);
+        bool holder = false;
+        (void)refresh_powercap(/*only_if_leaseholder=*/true, &holder);
         lk.lock();
-        next += kPowercapQuantum;
+        // Only the lease holder writes every RAPL period; the others look at the lease now and
+        // then (a stale holder is taken over within kLeaseStaleNs + kLeaseCheckPeriod).
+        next += holder ? kPowercapQuantum : kLeaseCheckPeriod;
         const auto now = std::chrono::steady_clock::now();
         if (next < now) next = now;
-        stop_cv.wait_until(lk, next, [this] { return stop; });
+        if (stop_cv.wait_until(lk, next, [this] { return stop || poke; }) && poke) {
+          poke = false;
+          next = std::chrono::steady_clock::now();  // poked: refresh now, and count deadlines from here
+        }
       }
     });
+    // Named before anyone looks (top, the wake-up tests read /proc/self/task/*/comm).
+    ::pthread_setname_np(updater.native_handle(), kPowercapUpdaterThread);
   }
 };
 
@@ -649,13 +708,11 @@ Result<std::unique_ptr<Machine>> Machine::create(const MachineSpec& spec, const 
 
   // The powercap tree, laid out as sysfs: intel-rapl:N = package-N with its dram (N:0, when
   // present) and core sub-zones; psys after the packages.
+  std::size_t file_index = 0;
   for (const auto& f : energy_files(*s)) {
     const detail::RaplDomain* d = f.domain(*s, f.cpu);
-    std::string name = f.domain == &package_of ? "package-" + std::to_string(f.cpu)
-                       : f.domain == &dram_of  ? "dram"
-                       : f.domain == &core_of  ? "core"
-                                               : "psys";
-    if (auto r = tree.add_zone(f.zone, name, d->range_uj, f.sub, detail::rapl_value_uj(*s, *d)); !r)
+    impl->record_as_of(file_index++, s->cpu_last_ns, detail::rapl_value_uj(*s, *d));
+    if (auto r = tree.add_zone(f.zone, zone_name(f), d->range_uj, f.sub, detail::rapl_value_uj(*s, *d)); !r)
       return fail(r.error());
   }
   // The hwmon class: always there (ERG_HWMON_ROOT points at it, so a simulated machine never
@@ -843,6 +900,13 @@ void Machine::use_virtual_clock(bool on) {
     // Continue in real time from where the virtual clock stands (sim time stays monotonic).
     s->real_offset_ns = s->virtual_ns - detail::monotonic_ns();
     s->virtual_clock = 0;
+    // This process's updater looked at the lease every 100 ms while the clock was virtual: it
+    // takes the lease (when free or stale) and refreshes the files now.
+    {
+      std::lock_guard lk(impl_->stop_mutex);
+      impl_->poke = true;
+    }
+    impl_->stop_cv.notify_all();
   }
 }
 
@@ -1315,6 +1379,65 @@ Result<std::uint64_t> Machine::rapl_energy_uj(unsigned cpu, bool dram) {
     return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
   detail::advance_cpus(*s, detail::sim_now(*s));
   return detail::rapl_value_uj(*s, dram ? s->cpus[cpu].dram_domain : s->cpus[cpu].package);
+}
+
+Result<Machine::RaplReading> Machine::rapl_reading(unsigned cpu, bool dram) {
+  if (auto r = impl_->check_cpu(cpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  if (dram && !s->cpus[cpu].dram)
+    return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
+  const std::int64_t now = detail::sim_now(*s);
+  detail::advance_cpus(*s, now);
+  return RaplReading{std::chrono::nanoseconds(now),
+                     detail::rapl_value_uj(*s, dram ? s->cpus[cpu].dram_domain : s->cpus[cpu].package)};
+}
+
+Result<std::chrono::nanoseconds> Machine::powercap_as_of(unsigned cpu, bool dram, std::uint64_t value_uj) {
+  if (auto r = impl_->check_cpu(cpu); !r) return fail(r.error());
+  State* s = impl_->s;
+  const auto index = energy_file_index(*s, cpu, dram);  // the layout is fixed at creation
+  if (!index) return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
+  if (*index >= detail::kMaxEnergyFiles) return fail(ErrorCode::kNotFound, "no energy file for that domain");
+  // Lock-free against the writer: each entry is a seqlock. The latest record of the value wins
+  // (a value unchanged over several refreshes is the counter's as of the last of them).
+  std::optional<std::int64_t> found;
+  for (unsigned k = 0; k < detail::kAsOfRing; ++k) {
+    auto& e = s->powercap_as_of[*index][k];
+    std::atomic_ref seq(e.seq);
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const std::uint64_t a = seq.load(std::memory_order_acquire);
+      if (a % 2 != 0) continue;  // being written
+      const std::int64_t at = std::atomic_ref(e.as_of_ns).load(std::memory_order_acquire);
+      const std::uint64_t v = std::atomic_ref(e.value_uj).load(std::memory_order_acquire);
+      if (seq.load(std::memory_order_acquire) != a) continue;
+      if (a != 0 && v == value_uj && (!found || at > *found)) found = at;
+      break;
+    }
+  }
+  if (!found)
+    return fail(ErrorCode::kNotFound, "value " + std::to_string(value_uj) + " is not among the last " +
+                                          std::to_string(detail::kAsOfRing) + " recorded for that energy file");
+  return std::chrono::nanoseconds(*found);
+}
+
+std::vector<Machine::PowercapZone> Machine::powercap_zones() const {
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  std::vector<PowercapZone> zones;
+  for (const auto& f : energy_files(*s)) zones.push_back({f.zone, f.sub, zone_name(f), f.domain(*s, f.cpu)->range_uj});
+  return zones;
+}
+
+Result<std::uint64_t> Machine::powercap_energy_uj(std::size_t index) {
+  State* s = impl_->s;
+  Lock lock(s, Lock::kRead);
+  const auto files = energy_files(*s);
+  if (index >= files.size())
+    return fail(ErrorCode::kNotFound, "the powercap tree has " + std::to_string(files.size()) + " energy zones, not " +
+                                          std::to_string(index + 1));
+  detail::advance_cpus(*s, detail::sim_now(*s));
+  return detail::rapl_value_uj(*s, *files[index].domain(*s, files[index].cpu));
 }
 
 Result<GpuStatus> Machine::status(unsigned gpu) {

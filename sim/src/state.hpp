@@ -29,9 +29,15 @@
 namespace erg::sim::detail {
 
 inline constexpr std::uint64_t kMagic = 0x45524753494d5354ULL;  // "ERGSIMST"
-inline constexpr std::uint32_t kVersion = 7;                    // 6: GPU processes (GpuState::procs); 7: the sensor zoo
+// 6: GPU processes (GpuState::procs); 7: the sensor zoo; 8: the powercap as-of records.
+inline constexpr std::uint32_t kVersion = 8;
 inline constexpr unsigned kMaxGpus = 16;
 inline constexpr unsigned kMaxCpus = 8;
+/// Energy files of a powercap tree at most: package, DRAM and core per CPU, and psys.
+inline constexpr unsigned kMaxEnergyFiles = 3 * kMaxCpus + 1;
+/// Records kept per energy file with their as-of times, one per refresh (~1 ms on the real
+/// clock): 128 cover a reader preempted for ~0.1 s between its read and its look-up.
+inline constexpr unsigned kAsOfRing = 128;
 inline constexpr unsigned kMaxFaults = 8;
 inline constexpr unsigned kTickRing = 1024;  // energy-counter updates kept per GPU: ~100 s at 100 ms
 inline constexpr unsigned kCallKinds = 32;   // ≥ SimCall::kCount
@@ -303,6 +309,11 @@ struct JetsonState {
   std::int64_t step_index = 0;     // physics step (from created_ns)
   RailState rails[kMaxRails];
 };
+struct PowercapAsOf {
+  std::uint64_t seq = 0;
+  std::int64_t as_of_ns = 0;  // simulated time the value was computed for
+  std::uint64_t value_uj = 0;
+};
 struct State {
   std::uint64_t magic = 0;
   std::uint32_t version = 0;
@@ -343,6 +354,13 @@ struct State {
   // Bytes per nvmlProcessInfo_t that nvmlDeviceGetComputeRunningProcesses_v3 writes: 0 = 24 (the
   // current headers); 32 = drivers 535.43–535.86 (vendor-abi.md §1.3, the stride hazard).
   std::int32_t process_info_stride = 0;  // version 6
+  // --- version 8: what each powercap energy file shows, as of when --------------------------
+  // What each energy file shows (files in the tree's fixed order) as of the simulated time it was
+  // computed for: one record per refresh, the last kAsOfRing kept, made under the lock before the
+  // file is written, so a reader that got a value from the file finds it here. Per entry a
+  // seqlock (odd while written); the count is the number of records made.
+  PowercapAsOf powercap_as_of[kMaxEnergyFiles][kAsOfRing];
+  std::uint64_t powercap_as_of_count[kMaxEnergyFiles] = {};
 };
 
 /// CLOCK_MONOTONIC in ns.

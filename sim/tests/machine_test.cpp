@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -286,6 +287,170 @@ TEST_F(MachineTest, LeaseMovesToAnAttachedProcessWhenTheHolderDies) {
   fs::remove_all(dir, ec);
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+/// Wake-ups so far of this process's powercap updater threads (found by their name): their
+/// voluntary context switches, as the kernel counts them (each sleep is one). nullopt without one.
+std::optional<std::uint64_t> updater_wakeups() {
+  std::optional<std::uint64_t> sum;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) {
+    if (read_text(it->path() / "comm") != Machine::kPowercapUpdaterThread) continue;
+    std::ifstream status(it->path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0)
+        sum = sum.value_or(0) + std::stoull(line.substr(line.find(':') + 1));
+  }
+  return sum;
+}
+
+/// Wake-ups per second of this process's updater over `d`; -1 without the thread.
+double updater_rate(std::chrono::milliseconds d) {
+  const auto a = updater_wakeups();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(d);
+  const auto b = updater_wakeups();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return a && b ? static_cast<double>(*b - *a) / s : -1.0;
+}
+
+/// Milliseconds until `file` shows another value than `from` (polled every 2 ms), at most `limit`.
+double ms_until_it_changes(const fs::path& file, std::uint64_t from, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (read_u64(file) == from && std::chrono::steady_clock::now() - t0 < limit) std::this_thread::sleep_for(2ms);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST_F(MachineTest, OnlyTheLeaseHolderWakesAtOneKilohertz) {
+  auto spec = parse_spec("cpus=1");
+  ASSERT_TRUE(spec);
+  const fs::path dir = fs::path(::testing::TempDir()) / ("erg_sim_wakeups_" + std::to_string(::getpid()));
+  auto m = Machine::create(*spec, dir, /*keep_dir=*/true);
+  ASSERT_TRUE(m) << m.error().message;
+  // The creator holds the lease: its updater writes the files once per RAPL period (2^-10 s).
+  const double holder = updater_rate(500ms);
+  std::printf("lease holder's updater: %.0f wake-ups/s\n", holder);
+  EXPECT_GT(holder, 200.0) << "the holder refreshes the files at ~1 kHz";
+
+  // An attached process that does nothing never holds the lease and only looks at it, 10 times a
+  // second: counted over 2 s by the kernel (the updater thread's voluntary context switches).
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto a = Machine::attach(dir / "state");
+    if (!a) ::_exit(1);
+    std::this_thread::sleep_for(200ms);
+    const double rate = updater_rate(2000ms);
+    (void)::write(out[1], &rate, sizeof rate);
+    ::_exit(0);
+  }
+  double idle = -2.0;
+  EXPECT_EQ(::read(out[0], &idle, sizeof idle), static_cast<ssize_t>(sizeof idle));
+  EXPECT_EQ(wait_child(pid), 0);
+  std::printf("idle attached process's updater: %.1f wake-ups/s\n", idle);
+  EXPECT_LT(idle, 20.0) << "an idle attached process does not wake 1,000 times a second";
+  EXPECT_GT(idle, 5.0) << "it still looks at the lease (to take it over)";
+  ::close(out[0]);
+  ::close(out[1]);
+  m->reset();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST_F(MachineTest, AnIdleProcessTakesTheLeaseOverFromAStuckOrDepartedHolder) {
+  auto spec = parse_spec("cpus=1");
+  ASSERT_TRUE(spec);
+  const fs::path dir = fs::path(::testing::TempDir()) / ("erg_sim_takeover_" + std::to_string(::getpid()));
+  {
+    auto m = Machine::create(*spec, dir, /*keep_dir=*/true);
+    ASSERT_TRUE(m) << m.error().message;
+    ASSERT_TRUE((*m)->set_cpu_power(0, Watts(100.0), Watts(0.0)));
+  }  // the creator's lease is released
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto a = Machine::attach(dir / "state");  // takes the free lease at once
+    if (!a) ::_exit(1);
+    std::this_thread::sleep_for(50ms);
+    char c = 1;
+    (void)::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto m = Machine::attach(dir / "state");
+  ASSERT_TRUE(m);
+  const fs::path file = (*m)->powercap_root() / "intel-rapl:0" / "energy_uj";
+  EXPECT_LT(updater_rate(300ms), 20.0) << "the child holds the lease; this process only looks at it";
+
+  // Stuck holder (stopped: alive, silent): taken over once its heartbeat is 200 ms old, at the
+  // next look (every 100 ms) — not before, and within about 300 ms. Stopped while this process
+  // holds the state's lock, so that it cannot stop holding it.
+  {
+    const int fd = ::open((dir / "state").c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    void* addr = ::mmap(nullptr, sizeof(detail::State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ASSERT_NE(addr, MAP_FAILED);
+    auto* state = static_cast<detail::State*>(addr);
+    ASSERT_EQ(::pthread_mutex_lock(&state->mutex), 0);
+    ::kill(pid, SIGSTOP);
+    int status = 0;
+    ::waitpid(pid, &status, WUNTRACED);
+    ::pthread_mutex_unlock(&state->mutex);
+    ::munmap(addr, sizeof(detail::State));
+    ::close(fd);
+    ASSERT_TRUE(WIFSTOPPED(status));
+  }
+  std::this_thread::sleep_for(2ms);  // a write of this process's, if any, is done
+  const std::uint64_t frozen = read_u64(file);
+  const double stuck_ms = ms_until_it_changes(file, frozen, 2000ms);
+  std::printf("a stopped holder's lease taken over after %.0f ms\n", stuck_ms);
+  EXPECT_GT(stuck_ms, 150.0) << "a holder is stale only after 200 ms of silence";
+  EXPECT_LT(stuck_ms, 600.0) << "stale time (200 ms) + the check period (100 ms), with slack for a loaded runner";
+  const double taker = updater_rate(300ms);
+  EXPECT_GT(taker, 200.0) << "the new holder refreshes at ~1 kHz";
+  const std::uint64_t v0 = read_u64(file);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_GT(read_u64(file), v0 + 10'000'000) << "the files keep advancing (100 W for 0.2 s is 2e7 uJ)";
+
+  // The old holder resumes and finds the lease taken: it goes back to looking.
+  ::kill(pid, SIGCONT);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_GT(updater_rate(300ms), 200.0) << "the lease stays with this process";
+
+  // This process's machine goes (the lease is released): the child takes over at its next look.
+  m->reset();
+  const std::uint64_t left = read_u64(file);
+  const double departed_ms = ms_until_it_changes(file, left, 2000ms);
+  std::printf("a departed holder's lease taken over after %.0f ms\n", departed_ms);
+  EXPECT_LT(departed_ms, 400.0) << "within the check period (100 ms), with slack";
+  const std::uint64_t w0 = read_u64(file);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_GT(read_u64(file), w0 + 10'000'000) << "and the files keep advancing";
+  ::kill(pid, SIGKILL);
+  wait_child(pid);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST_F(MachineTest, LeavingTheVirtualClockRefreshesTheFilesAtOnce) {
+  // On the virtual clock the updater only looks at the lease every 100 ms; leaving it wakes the
+  // updater, which takes the lease and refreshes every RAPL period from then on.
+  start("cpus=1", /*virtual_clock=*/true);
+  ASSERT_TRUE(machine_->set_cpu_power(0, Watts(200.0), Watts(10.0)));
+  const fs::path file = machine_->powercap_root() / "intel-rapl:0" / "energy_uj";
+  std::this_thread::sleep_for(110ms);  // the updater waits until its next look, ~90 ms away
+  const std::uint64_t before = read_u64(file);
+  machine_->use_virtual_clock(false);
+  const double ms = ms_until_it_changes(file, before, 2000ms);
+  std::printf("files refreshed %.1f ms after leaving the virtual clock\n", ms);
+  EXPECT_LT(ms, 50.0) << "not at the next 100 ms look";
 }
 
 TEST_F(MachineTest, RobustMutexSurvivesAKilledHolder) {

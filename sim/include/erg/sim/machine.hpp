@@ -312,6 +312,40 @@ class Machine {
   /// latest RAPL update: what the file holds when its writer is not late (under load the file
   /// can lag it, never lead it). NotSupported for a package without DRAM.
   Result<std::uint64_t> rapl_energy_uj(unsigned cpu, bool dram = false);
+  /// The RAPL counter (as rapl_energy_uj) together with the simulated time it is the value of,
+  /// both taken under one lock.
+  struct RaplReading {
+    std::chrono::nanoseconds at{0};
+    std::uint64_t uj = 0;
+  };
+  Result<RaplReading> rapl_reading(unsigned cpu, bool dram = false);
+  /// The simulated time as of which the powercap file energy_uj of `cpu`'s package (or DRAM)
+  /// shows `value_uj`: the latest of the last 128 records of that file, one per refresh by
+  /// whichever process writes the tree (the lease holder's updater, or advance() on the virtual
+  /// clock), each made before the file is written. Lock-free (a seqlock per record).
+  /// kNotFound if that value is not among them — a torn or invented read, or one older than 128
+  /// refreshes (~0.13 s on the real clock); NotSupported for a package without DRAM.
+  Result<std::chrono::nanoseconds> powercap_as_of(unsigned cpu, bool dram, std::uint64_t value_uj);
+
+  /// One energy zone of the powercap tree: `intel-rapl:zone`, or its sub-zone
+  /// `intel-rapl:zone:sub` when sub >= 0.
+  struct PowercapZone {
+    int zone = 0;
+    int sub = -1;
+    std::string name;  ///< "package-N", "dram", "core" or "psys"
+    std::uint64_t max_energy_range_uj = 0;
+  };
+  /// The tree's energy zones in its order: each package, then its sub-zones (dram, core), then psys.
+  [[nodiscard]] std::vector<PowercapZone> powercap_zones() const;
+  /// The counter of zone `index` (of powercap_zones()) now, as the kernel computes it at a read:
+  /// the value as of the latest RAPL update (what a file served at read time shows, e.g. by
+  /// erg-sim-powercapfs). kNotFound for an index out of range.
+  Result<std::uint64_t> powercap_energy_uj(std::size_t index);
+  /// The name of the powercap updater thread (as /proc/PID/task/TID/comm shows it): one per
+  /// process that attaches to a machine with a tree; it wakes once per RAPL period (~1,024/s)
+  /// while its process holds the tree's lease, and every 100 ms otherwise (to take the lease over
+  /// when the holder is gone or silent for 200 ms).
+  static constexpr const char* kPowercapUpdaterThread = "erg-powercap";
   Result<GpuStatus> status(unsigned gpu);
 
   // --- faults -----------------------------------------------------------------------------

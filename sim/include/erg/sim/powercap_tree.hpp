@@ -19,9 +19,22 @@
 ///
 /// Values are written in place (pwrite at offset 0), so a reader may keep `energy_uj` open and
 /// pread it from offset 0, as sysfs allows. Each value is right-aligned in a fixed width (the
-/// digits of max_energy_range_uj) so the file never changes size: sysfs prints no padding, but
-/// every parser that trims whitespace reads the same number. `energy_uj` is mode 0400 (the
-/// kernel's since CVE-2020-8694); name and max_energy_range_uj are 0444.
+/// digits of max_energy_range_uj) so the file never changes size: no truncation for a reader to
+/// see half of. The kernel differs: it prints "%lld\n" (no padding, variable width: a digit more
+/// past each power of ten, fewer after the wrap), computes the value at each read, and stat()
+/// reports st_size 4096 for every attribute — readers must read to the newline or EOF and make
+/// no assumption on st_size; every parser that skips leading blanks reads the same number from
+/// both. `energy_uj` is mode 0400 (the kernel's since CVE-2020-8694); name and
+/// max_energy_range_uj are 0444.
+///
+/// The simulated machine (machine.hpp) keeps its tree following the model: on the real clock only
+/// the process holding the tree's lease refreshes it, once per RAPL period (~1,024 wake-ups/s);
+/// every other attached process looks at the lease every 100 ms (10/s) and takes it over when the
+/// holder is gone or silent for 200 ms. Each refresh records every file's value with the simulated
+/// time it was computed for, before writing the file (Machine::powercap_as_of: the last 128 per
+/// file). For the kernel's exact format there is an opt-in FUSE server, erg-sim-powercapfs
+/// (sim/tools/powercapfs.cpp: values computed at read time, "%lld\n", st_size 4096, this sysfs
+/// layout). sim/README.md ("RAPL and the powercap tree") has the details and the tests.
 
 #include <cstdint>
 #include <filesystem>
