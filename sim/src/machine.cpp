@@ -1372,13 +1372,9 @@ Result<Joules> Machine::true_dram_energy(unsigned cpu) {
 }
 
 Result<std::uint64_t> Machine::rapl_energy_uj(unsigned cpu, bool dram) {
-  if (auto r = impl_->check_cpu(cpu); !r) return fail(r.error());
-  State* s = impl_->s;
-  Lock lock(s, Lock::kRead);
-  if (dram && !s->cpus[cpu].dram)
-    return fail(ErrorCode::kNotSupported, "simulated CPU " + std::to_string(cpu) + " has no DRAM domain");
-  detail::advance_cpus(*s, detail::sim_now(*s));
-  return detail::rapl_value_uj(*s, dram ? s->cpus[cpu].dram_domain : s->cpus[cpu].package);
+  auto r = rapl_reading(cpu, dram);
+  if (!r) return fail(r.error());
+  return r->uj;
 }
 
 Result<Machine::RaplReading> Machine::rapl_reading(unsigned cpu, bool dram) {
