@@ -61,6 +61,21 @@ class ErgdFaults : public ::testing::TestWithParam<sim::Fault> {
     EXPECT_EQ(protocol::parse_request(buf, r).status, protocol::ParseStatus::kComplete);
     return daemon_->dispatch(r, daemon::Peer{});
   }
+  /// A scrape during which neither counter updated, with the updates it shows: the sensors' latest
+  /// updates before and after it are the same (a scrape reads GPU 0 first and its text is made
+  /// after both reads, so the update "now" after it can be newer than what it read: on a loaded
+  /// machine by one or two updates).
+  std::string scrape(std::chrono::nanoseconds (&updates)[2]) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const std::chrono::nanoseconds before[2] = {machine_->sensor_info(0)->last_update,
+                                                  machine_->sensor_info(1)->last_update};
+      std::string text = get("/metrics").response.body;
+      for (unsigned g = 0; g < 2; ++g) updates[g] = machine_->sensor_info(g)->last_update;
+      if (updates[0] == before[0] && updates[1] == before[1]) return text;
+    }
+    ADD_FAILURE() << "no scrape without a counter update in 100 tries";
+    return {};
+  }
   /// The value of `metric` for GPU `gpu` in the exposition text, if the series is there.
   static std::optional<double> series(const std::string& text, const std::string& metric, unsigned gpu) {
     const auto at = text.find("\n" + metric + "{index=\"" + std::to_string(gpu) + "\",");
@@ -74,14 +89,13 @@ class ErgdFaults : public ::testing::TestWithParam<sim::Fault> {
 
 TEST_P(ErgdFaults, RoutesAndMetricsFlagOrNameTheGpu) {
   const sim::Fault fault = GetParam();
-  // The counter's latest update now: what a read returns is the sensor's figure there (known
-  // once the update after it happened).
-  auto last_update = [&](unsigned g) { return machine_->sensor_info(g)->last_update; };
+  // What a read returns is the sensor's figure at its latest update (known once the update after
+  // it happened).
   (void)get("/metrics");                // the first scrape starts following the counters
   std::this_thread::sleep_for(1500ms);  // ... whose schedules are learned by now
   auto before = json::parse(get("/gpu/get_cumulative_energy?gpu_ids=0,1").response.body);
-  const std::string m0 = get("/metrics").response.body;
-  const std::chrono::nanoseconds u0[2] = {last_update(0), last_update(1)};
+  std::chrono::nanoseconds u0[2], u1[2];
+  const std::string m0 = scrape(u0);
   const double j0[2] = {*series(m0, "erg_gpu_energy_joules_total", 0), *series(m0, "erg_gpu_energy_joules_total", 1)};
   std::this_thread::sleep_for(400ms);
 
@@ -117,8 +131,7 @@ TEST_P(ErgdFaults, RoutesAndMetricsFlagOrNameTheGpu) {
   }
 
   std::this_thread::sleep_for(600ms);
-  const std::string m1 = get("/metrics").response.body;
-  const std::chrono::nanoseconds u1[2] = {last_update(0), last_update(1)};
+  const std::string m1 = scrape(u1);
   std::this_thread::sleep_for(250ms);  // the updates after u1
   // What each counter counted between the two scrapes, by the sensor's own figures (a step
   // back or a restart moves the counter, not what its sensor integrated).

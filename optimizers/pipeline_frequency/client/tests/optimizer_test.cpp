@@ -30,11 +30,17 @@ constexpr auto kBound = 30s;  // any wait; far beyond what the steps take
 // Work per instruction (simulator units: 1 = 1 s of a busy GPU at its highest clock): long
 // enough that a step spans several 100 ms energy-counter periods.
 constexpr double kWork = 0.08;
-// A step's measured energy against the simulator's physical energy (sim/README.md): erg's edge
-// estimates within one 100 ms update period plus the sensor's own errors — its gain (±2 %) and the
-// A100's partial sampling (each update stands for the last 25 ms of its period, so each of a step's
-// four clock changes moves the figure). Seen: −1 % to −11 % (the VM at load average 10).
-constexpr double kPhysicalTolerance = 0.20;
+// A step's measured energy against the sensor's own figure over the step (sim::Machine::
+// sensor_energy_at: what a perfect reader of the counter reports): the step window's edges are
+// settled on the counter's schedule, so only the placement of its updates (the jitter) and the
+// moment between an edge and the test's clock read separate them, once the monitor has learned
+// the schedule. Seen: within 0.15 % (0.7 % under ASan), also with both cores busy.
+constexpr double kSensorTolerance = 0.03;
+// ... and against the simulator's physical energy: the sensor's own errors come on top, its gain
+// (±2 %) and the A100's partial sampling (each update stands for the last 25 ms of its period, so
+// an update sampled after a step's work stopped counts that period at idle power, and the step's
+// clock changes move the figure). Seen: −22 % to +1 % (a rank's first step reads low).
+constexpr double kPhysicalTolerance = 0.30;
 
 struct Rig {
   std::unique_ptr<sim::Machine> machine;
@@ -111,7 +117,8 @@ TEST(PipelineFrequencyOptimizer, LocksThePlannedClockPerInstructionMeasuresAndPo
     std::vector<std::pair<double, double>> sm;  // locked SM range during each instruction
     std::vector<double> mem;                    // locked memory max during each instruction
     std::vector<double> true_step_j;            // simulator's true energy per step
-    std::vector<double> work_s;                 // each instruction's duration by the simulator (run_work)
+    std::vector<std::pair<std::chrono::nanoseconds, std::chrono::nanoseconds>> step_t;  // sim times, each step
+    std::vector<double> work_s;  // each instruction's duration by the simulator (run_work)
     std::vector<srv::ProfilingResult> results;
     std::vector<int> available;
     std::string job_id;
@@ -130,9 +137,15 @@ TEST(PipelineFrequencyOptimizer, LocksThePlannedClockPerInstructionMeasuresAndPo
     }
     seen.job_id = (*opt)->job_id();
     seen.available = (*opt)->available_frequencies();
+    // The job's setup before its first step (a real one loads its model and data): the optimizer's
+    // monitor learns the counter's schedule meanwhile (about a second; a window before that is
+    // held to the plain-difference bound, docs/measure.md: −9 % against the sensor on a starved
+    // ASan run), so the steps are held to kSensorTolerance.
+    std::this_thread::sleep_for(1500ms);
     for (int s = 0; s < kSteps; ++s) {
       if (auto r = (*opt)->on_step_begin(); !r) return seen.error = r.error().message, seen;
       const double e0 = rig.machine->true_energy(pp)->value();
+      const auto t0 = rig.machine->now();
       for (const auto& [name, mhz] : (*opt)->schedule().frequencies) {
         if (auto r = (*opt)->on_instruction_begin(name); !r) return seen.error = r.error().message, seen;
         const auto st = rig.status(pp);
@@ -145,6 +158,7 @@ TEST(PipelineFrequencyOptimizer, LocksThePlannedClockPerInstructionMeasuresAndPo
       // The truth up to the step's end edge (read before on_step_end, whose POST after the edge
       // may take long on a loaded machine while the GPU idles).
       seen.true_step_j.push_back(rig.machine->true_energy(pp)->value() - e0);
+      seen.step_t.emplace_back(t0, rig.machine->now());
       if (auto r = (*opt)->on_step_end(); !r) return seen.error = r.error().message, seen;
     }
     seen.results = (*opt)->results();
@@ -208,12 +222,19 @@ TEST(PipelineFrequencyOptimizer, LocksThePlannedClockPerInstructionMeasuresAndPo
         const double t = fwd ? r.time_breakdown.at("forward")[0][f++] : r.time_breakdown.at("backward")[0][b++];
         EXPECT_GE(t, s.work_s[k * n + i] - 1e-6) << "rank " << pp << " step " << k << " instruction " << i;
       }
-      // The simulator's physical energy for the step: within the stated tolerance.
+      // The sensor's figure for the step (known: on_step_end waited for the update after it),
+      // then the simulator's physical energy: within the stated tolerances.
+      auto s0 = rig.machine->sensor_energy_at(pp, s.step_t[k].first);
+      auto s1 = rig.machine->sensor_energy_at(pp, s.step_t[k].second);
+      ASSERT_TRUE(s0 && s1) << "rank " << pp << " step " << k;
+      const double sensor = (*s1 - *s0).value();
+      EXPECT_NEAR(r.iter_energy[0], sensor, kSensorTolerance * sensor) << "rank " << pp << " step " << k;
       EXPECT_NEAR(r.iter_energy[0], s.true_step_j[k], kPhysicalTolerance * s.true_step_j[k])
           << "rank " << pp << " step " << k;
-      std::printf("[simulated] rank %d step %d: %.3f s, measured %.2f J, physical %.2f J (%+.2f%%)\n", pp, k,
-                  r.iter_time[0], r.iter_energy[0], s.true_step_j[k],
-                  100.0 * (r.iter_energy[0] - s.true_step_j[k]) / s.true_step_j[k]);
+      std::printf(
+          "[simulated] rank %d step %d: %.3f s, measured %.2f J, sensor %.2f J (%+.2f%%), physical %.2f J (%+.2f%%)\n",
+          pp, k, r.iter_time[0], r.iter_energy[0], sensor, 100.0 * (r.iter_energy[0] - sensor) / sensor,
+          s.true_step_j[k], 100.0 * (r.iter_energy[0] - s.true_step_j[k]) / s.true_step_j[k]);
     }
   }
   // Destroyed at the end of run_rank: clocks reset on both GPUs.
