@@ -140,9 +140,13 @@ Result<Config> parse_command_line(int argc, char** argv) {
                  "Serve a simulated machine, e.g. 2xA100 or a JSON file (also ERG_SIMULATE)");
   app.add_option("--enable", enable, "API groups: gpu-control,gpu-read,cpu-read (default: all)")->delimiter(',');
   app.add_option("--allow-uid", allow_uid,
-                 "Unix socket: uids allowed, e.g. 1000 (every group) or gpu-control=1000,1001 (repeatable)");
-  app.add_option("--allow-gid", allow_gid, "Unix socket: gids allowed, like --allow-uid (repeatable)");
+                 "uids allowed, e.g. 1000 (every group) or gpu-control=1000,1001 (repeatable); a group with a list is "
+                 "closed to unauthenticated TCP peers");
+  app.add_option("--allow-gid", allow_gid, "gids allowed, like --allow-uid (repeatable)");
   app.add_option("--signing-key-path", signing_key, "HS256 key file; TCP requests then need a bearer token");
+  app.add_flag("--tcp-insecure", config.tcp_insecure,
+               "Allow --tcp without --signing-key-path: TCP peers are unauthenticated and may use the API groups "
+               "that have no allow list (a warning names them); without it ergd refuses to start");
   app.add_option("--gpu-power-poll-hz", config.gpu_power_poll_hz, "GPU power polling rate for streams")
       ->default_val(20.0);
   app.add_option("--cpu-power-poll-hz", config.cpu_power_poll_hz, "CPU power polling rate for streams")

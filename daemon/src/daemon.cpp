@@ -55,6 +55,7 @@ struct Daemon::Impl {
   std::unique_ptr<PowerStreams> streams;
   std::unique_ptr<Router> router;
   std::unique_ptr<Server> server;
+  std::vector<std::string> warnings;  // the configuration's (the server adds its own at start)
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -69,12 +70,32 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
     if (!key) return fail(key.error());
     signing_key = std::move(*key);
   }
+  std::vector<std::string> warnings;
+  if (config.tcp && signing_key.empty()) {
+    // A TCP peer has no uid: without tokens, every local user (and every host that can reach the
+    // address) would share whatever a TCP peer may do (docs/security.md).
+    if (!config.tcp_insecure)
+      return fail(ErrorCode::kInvalidArgument,
+                  "refusing --tcp " + *config.tcp +
+                      " without --signing-key-path: any local user (and any host that can reach it) could use "
+                      "ergd's API over TCP, where --allow-uid/--allow-gid cannot tell users apart; give "
+                      "--signing-key-path (bearer tokens), or --tcp-insecure to open the API groups that have no "
+                      "allow list to every TCP peer");
+    std::string open;
+    for (ApiGroup g : protocol::kAllApiGroups)
+      if (config.enabled.count(g) != 0 && config.allow_uid.count(g) == 0 && config.allow_gid.count(g) == 0)
+        open += (open.empty() ? "" : ", ") + std::string(protocol::to_string(g));
+    warnings.push_back("--tcp-insecure: TCP peers are not authenticated; every TCP peer may use " +
+                       (open.empty() ? std::string("no API group (every enabled group has an allow list)") : open) +
+                       " and read what /metrics shows of them");
+  }
   if (!(config.gpu_power_poll_hz > 0 && config.gpu_power_poll_hz <= 1000) ||
       !(config.cpu_power_poll_hz > 0 && config.cpu_power_poll_hz <= 1000))
     return fail(ErrorCode::kInvalidArgument, "poll rates must be in (0, 1000] Hz");
 
   auto impl = std::make_unique<Impl>();
   impl->config = std::move(config);
+  impl->warnings = std::move(warnings);
   for (auto& gpu : inventory.gpus) {
     GpuSlot s;
     // zeusd validates the counter at start-up: NotSupported → cumulative_energy_available=false.
@@ -128,7 +149,10 @@ void Daemon::stop() {
 const Config& Daemon::config() const { return impl_->config; }
 std::uint16_t Daemon::tcp_port() const { return impl_->server ? impl_->server->tcp_port() : 0; }
 std::vector<std::string> Daemon::warnings() const {
-  return impl_->server ? impl_->server->warnings() : std::vector<std::string>{};
+  std::vector<std::string> out = impl_->warnings;
+  if (impl_->server)
+    for (const auto& w : impl_->server->warnings()) out.push_back(w);
+  return out;
 }
 
 unsigned Daemon::subscribers(bool gpu, unsigned id) const { return impl_->streams->subscribers(gpu, id); }

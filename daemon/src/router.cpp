@@ -28,56 +28,107 @@ Reply Router::dispatch(const protocol::HttpRequest& request, const Peer& peer) {
     if (auto refused = check_access(*route, request, peer, claims)) return std::move(*refused);
     auto query = protocol::Query::parse(request.query, route->params, route->required);
     if (!query) return text_reply(400, query.error().message);
-    return this->route(*route, *query, claims, peer);
+    return this->route(*route, request, *query, claims, peer);
   } catch (const std::exception& e) {
     return error_reply(500, std::string("internal error: ") + e.what());
   }
 }
 
-std::optional<Reply> Router::check_access(const protocol::RouteInfo& route, const protocol::HttpRequest& request,
-                                          const Peer& peer, std::optional<TokenClaims>& claims) const {
-  // Unix socket: the peer's uid/gid against the group's allow lists (root always passes).
-  if (peer.unix_socket && route.group && peer.uid && *peer.uid != 0) {
-    ApiGroup g = *route.group;
-    auto u = config_.allow_uid.find(g);
-    auto gg = config_.allow_gid.find(g);
-    bool listed = u != config_.allow_uid.end() || gg != config_.allow_gid.end();
-    bool allowed = !listed || (u != config_.allow_uid.end() && u->second.count(*peer.uid)) ||
-                   (gg != config_.allow_gid.end() && peer.gid && gg->second.count(*peer.gid));
-    if (!allowed)
-      return error_reply(403, "uid " + std::to_string(*peer.uid) + " is not allowed to use API group " +
-                                  std::string(protocol::to_string(g)) + " (see --allow-uid/--allow-gid)");
-  }
-  // Bearer tokens on TCP when a signing key is configured; /discover, /time, /metrics are open.
-  bool needs_token = !signing_key_.empty() && !peer.unix_socket && (route.group || route.route == Route::kWhoami);
-  if (!needs_token) return std::nullopt;
-  auto unauthorized = [](std::string_view message) {
-    Reply r = error_reply(401, message);
-    r.response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"zeusd\"");
-    return r;
-  };
-  auto h = request.header("Authorization");
-  if (!h || h->size() < 7 || h->substr(0, 7) != "Bearer ") return unauthorized("missing bearer token");
-  auto c = verify_token(std::string(h->substr(7)), signing_key_);
-  if (!c) return unauthorized(c.error().message);
-  if (route.group) {
-    auto name = protocol::to_string(*route.group);
+std::optional<Reply> Router::refuse_group(ApiGroup group, const protocol::HttpRequest& request, const Peer& peer,
+                                          std::optional<TokenClaims>& claims) const {
+  const bool listed = config_.allow_uid.count(group) != 0 || config_.allow_gid.count(group) != 0;
+  // Bearer tokens on TCP when a signing key is configured: the token's scopes decide.
+  if (!peer.unix_socket && !signing_key_.empty()) {
+    auto unauthorized = [](std::string_view message) {
+      Reply r = error_reply(401, message);
+      r.response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"zeusd\"");
+      return r;
+    };
+    auto h = request.header("Authorization");
+    if (!h || h->size() < 7 || h->substr(0, 7) != "Bearer ") return unauthorized("missing bearer token");
+    auto c = verify_token(std::string(h->substr(7)), signing_key_);
+    if (!c) return unauthorized(c.error().message);
+    const auto name = protocol::to_string(group);
     bool granted = false;
     for (const auto& s : c->scopes) granted = granted || s == name;
     if (!granted) return error_reply(403, "token lacks scope " + std::string(name));
+    claims = std::move(*c);
+    return std::nullopt;
   }
-  claims = std::move(*c);
+  // TCP without tokens (--tcp-insecure): a TCP peer has no uid, so it is admitted only to groups
+  // without allow lists (as every Unix-socket peer is to those).
+  if (!peer.unix_socket) {
+    if (!listed) return std::nullopt;
+    return error_reply(403, "API group " + std::string(protocol::to_string(group)) +
+                                " is limited to --allow-uid/--allow-gid peers; a TCP peer has no uid (use the Unix "
+                                "socket, or TCP with --signing-key-path and a token)");
+  }
+  // Unix socket: the peer's uid/gid against the group's allow lists (root always passes).
+  if (!listed || !peer.uid || *peer.uid == 0) return std::nullopt;
+  auto u = config_.allow_uid.find(group);
+  auto gg = config_.allow_gid.find(group);
+  const bool allowed = (u != config_.allow_uid.end() && u->second.count(*peer.uid)) ||
+                       (gg != config_.allow_gid.end() && peer.gid && gg->second.count(*peer.gid));
+  if (allowed) return std::nullopt;
+  return error_reply(403, "uid " + std::to_string(*peer.uid) + " is not allowed to use API group " +
+                              std::string(protocol::to_string(group)) + " (see --allow-uid/--allow-gid)");
+}
+
+std::optional<Reply> Router::check_access(const protocol::RouteInfo& route, const protocol::HttpRequest& request,
+                                          const Peer& peer, std::optional<TokenClaims>& claims) const {
+  if (route.group) return refuse_group(*route.group, request, peer, claims);
+  // /auth/whoami: a valid token of any scope.
+  if (route.route == Route::kWhoami && !peer.unix_socket && !signing_key_.empty()) {
+    auto h = request.header("Authorization");
+    if (!h || h->size() < 7 || h->substr(0, 7) != "Bearer ") {
+      Reply r = error_reply(401, "missing bearer token");
+      r.response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"zeusd\"");
+      return r;
+    }
+    auto c = verify_token(std::string(h->substr(7)), signing_key_);
+    if (!c) {
+      Reply r = error_reply(401, c.error().message);
+      r.response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"zeusd\"");
+      return r;
+    }
+    claims = std::move(*c);
+  }
+  // /metrics: each peer sees the series of the read groups it may use (metrics_view).
   return std::nullopt;
 }
 
-Reply Router::route(const protocol::RouteInfo& route, const protocol::Query& q,
+Reply Router::metrics_reply(const protocol::HttpRequest& request, const Peer& peer) const {
+  const MetricsView view = metrics_view(request, peer);
+  if (view.gpu || view.cpu) return metrics(exposition_, view);
+  // Neither: the read group's own refusal when it asks for a token (401), else 403.
+  for (ApiGroup g : {ApiGroup::kGpuRead, ApiGroup::kCpuRead}) {
+    std::optional<TokenClaims> unused;
+    if (config_.enabled.count(g) == 0) continue;
+    if (auto refused = refuse_group(g, request, peer, unused); refused && refused->response.status == 401)
+      return std::move(*refused);
+  }
+  return error_reply(403,
+                     "/metrics shows the series of the gpu-read and cpu-read groups a peer may use; this peer may use "
+                     "neither");
+}
+
+MetricsView Router::metrics_view(const protocol::HttpRequest& request, const Peer& peer) const {
+  auto may = [&](ApiGroup g) {
+    if (config_.enabled.count(g) == 0) return false;
+    std::optional<TokenClaims> unused;
+    return !refuse_group(g, request, peer, unused).has_value();
+  };
+  return MetricsView{may(ApiGroup::kGpuRead), may(ApiGroup::kCpuRead)};
+}
+
+Reply Router::route(const protocol::RouteInfo& route, const protocol::HttpRequest& request, const protocol::Query& q,
                     const std::optional<TokenClaims>& claims, const Peer& peer) {
   // Every route by name, no default: -Wswitch flags a route added to the table without a handler.
   switch (route.route) {
     case Route::kDiscover: return discover(devices_, config_, !signing_key_.empty());
     case Route::kTime: return server_time();
     case Route::kWhoami: return whoami(claims);
-    case Route::kMetrics: return metrics(exposition_);
+    case Route::kMetrics: return metrics_reply(request, peer);
     case Route::kSetPowerLimit: return gpu_set_power_limit(devices_, q, peer, restorer_);
     case Route::kSetPersistenceMode: return gpu_set_persistence_mode(devices_, q);
     case Route::kSetGpuLockedClocks: return gpu_set_gpu_locked_clocks(devices_, q, peer, restorer_);

@@ -15,6 +15,7 @@
 #include "erg/protocol/query.hpp"
 #include "erg/protocol/routes.hpp"
 #include "limit_restorer.hpp"
+#include "metrics_routes.hpp"
 #include "streaming.hpp"
 
 namespace erg::daemon {
@@ -46,9 +47,19 @@ class Router final : public RequestHandler {
   /// (with `claims` set when a token was verified).
   std::optional<Reply> check_access(const protocol::RouteInfo& route, const protocol::HttpRequest& request,
                                     const Peer& peer, std::optional<TokenClaims>& claims) const;
+  /// Whether `peer` may use `group`: nullopt, or the reply refusing it (401/403). One rule for
+  /// every transport: the allow lists on the Unix socket; on TCP with a signing key the token's
+  /// scopes; on TCP without one (--tcp-insecure) only groups without allow lists. Sets `claims`
+  /// when a token was verified.
+  std::optional<Reply> refuse_group(protocol::ApiGroup group, const protocol::HttpRequest& request, const Peer& peer,
+                                    std::optional<TokenClaims>& claims) const;
+  /// What /metrics shows `peer`: the series of the enabled read groups it may use.
+  MetricsView metrics_view(const protocol::HttpRequest& request, const Peer& peer) const;
+  /// /metrics for `peer`: its view, or the refusal when it may see nothing.
+  Reply metrics_reply(const protocol::HttpRequest& request, const Peer& peer) const;
   /// Calls the route's handler.
-  Reply route(const protocol::RouteInfo& route, const protocol::Query& query, const std::optional<TokenClaims>& claims,
-              const Peer& peer);
+  Reply route(const protocol::RouteInfo& route, const protocol::HttpRequest& request, const protocol::Query& query,
+              const std::optional<TokenClaims>& claims, const Peer& peer);
 
   const Config& config_;
   const std::string signing_key_;

@@ -81,5 +81,22 @@ TEST(Auth, Matrix) {
   EXPECT_EQ(f.tcp("GET", "/auth/whoami", "").response.status, 401);
 }
 
+// /metrics over TCP with a signing key: a token's read scopes decide which series it shows.
+TEST(Auth, MetricsNeedATokenAndShowItsReadScopes) {
+  AuthDaemon f;
+  auto none = f.tcp("GET", "/metrics", "");
+  EXPECT_EQ(none.response.status, 401);
+  EXPECT_EQ(none.response.body.find("erg_"), std::string::npos);
+  auto gpu = f.tcp("GET", "/metrics", token(kKey, {"gpu-read"}, std::nullopt));
+  ASSERT_EQ(gpu.response.status, 200);
+  EXPECT_NE(gpu.response.body.find("erg_gpu_energy_joules_total{"), std::string::npos);
+  EXPECT_EQ(gpu.response.body.find("erg_cpu_"), std::string::npos);
+  auto cpu = f.tcp("GET", "/metrics", token(kKey, {"cpu-read"}, std::nullopt));
+  ASSERT_EQ(cpu.response.status, 200);
+  EXPECT_NE(cpu.response.body.find("erg_cpu_energy_joules_total{"), std::string::npos);
+  EXPECT_EQ(cpu.response.body.find("erg_gpu_energy"), std::string::npos);
+  EXPECT_EQ(f.tcp("GET", "/metrics", token(kKey, {"gpu-control"}, std::nullopt)).response.status, 403);
+}
+
 }  // namespace
 }  // namespace erg::daemon

@@ -31,6 +31,8 @@ TEST(Config, FlagsParsed) {
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->socket_mode, 0600u);
   EXPECT_EQ(*c->tcp, "127.0.0.1:4938");
+  EXPECT_FALSE(c->tcp_insecure);
+  EXPECT_TRUE(parse({"--tcp", "127.0.0.1:4938", "--tcp-insecure"})->tcp_insecure);
   EXPECT_EQ(c->enabled, (std::set<protocol::ApiGroup>{protocol::ApiGroup::kGpuRead, protocol::ApiGroup::kCpuRead}));
   EXPECT_EQ(c->allow_uid[protocol::ApiGroup::kGpuControl], (std::set<uid_t>{1000, 1001}));
   EXPECT_EQ(c->allow_gid[protocol::ApiGroup::kCpuRead], (std::set<gid_t>{50}));

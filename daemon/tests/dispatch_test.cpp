@@ -242,6 +242,89 @@ TEST(Dispatch, PeerUidNotAllowedForGpuControlIs403) {
       403);
 }
 
+// One access model on every transport (docs/security.md): a TCP peer has no uid, so without a
+// signing key (--tcp-insecure) it may use only the groups that have no allow list.
+TEST(Dispatch, TcpPeersMeetTheAllowListsTheSocketHas) {
+  Config c;
+  c.allow_gid[protocol::ApiGroup::kGpuControl] = {2000};
+  c.tcp = "127.0.0.1:0";
+  c.tcp_insecure = true;
+  FakeDaemon f(c);
+  const Peer tcp{false, std::nullopt, std::nullopt};
+  auto r = f.call("POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=100000&block=true", tcp);
+  EXPECT_EQ(r.response.status, 403);
+  EXPECT_NE(r.response.body.find("TCP peer has no uid"), std::string::npos) << r.response.body;
+  EXPECT_EQ(f.call("POST", "/gpu/reset_locked_clocks?gpu_ids=0&block=true", tcp).response.status, 403);
+  EXPECT_EQ(f.gpus[0]->power_limit()->value(), 300000.0);
+  // Groups without a list stay open to it, as to every socket peer.
+  EXPECT_EQ(f.call("GET", "/gpu/get_power_limit", tcp).response.status, 200);
+  EXPECT_EQ(f.call("GET", "/cpu/get_cumulative_energy?cpu=true&dram=true", tcp).response.status, 200);
+  // A member of the listed gid over the socket may.
+  EXPECT_EQ(f.call("POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=100000&block=true", Peer{true, 1234, 2000})
+                .response.status,
+            200);
+  // The warning names what TCP peers may use.
+  const auto w = f.daemon->warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("--tcp-insecure"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("gpu-read, cpu-read"), std::string::npos) << w[0];
+  EXPECT_EQ(w[0].find("gpu-control"), std::string::npos) << w[0];
+}
+
+TEST(Dispatch, TcpWithoutASigningKeyRefusesToStartUnlessInsecure) {
+  Config c;
+  c.tcp = "127.0.0.1:0";
+  try {
+    FakeDaemon f(c);
+    ADD_FAILURE() << "created";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--signing-key-path"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--tcp-insecure"), std::string::npos) << e.what();
+  }
+  c.tcp_insecure = true;
+  FakeDaemon f(c);
+  ASSERT_EQ(f.daemon->warnings().size(), 1u);
+  EXPECT_NE(f.daemon->warnings()[0].find("gpu-control, gpu-read, cpu-read"), std::string::npos);
+}
+
+// /metrics shows each peer the series of the read groups it may use: RAPL energy (root-only in
+// the kernel since CVE-2020-8694) only to cpu-read peers.
+TEST(Dispatch, MetricsShowEachPeerOnlyTheReadGroupsItMayUse) {
+  Config c;
+  c.allow_uid[protocol::ApiGroup::kCpuRead] = {1000};
+  FakeDaemon f(c);
+  f.cpus[0]->set_energy_uj(2e6, 1e6);
+  const Peer stranger{true, 1234, 1234}, reader{true, 1000, 1000}, root{true, 0, 0};
+  auto has = [](const Reply& r, const char* what) { return r.response.body.find(what) != std::string::npos; };
+  auto s = f.call("GET", "/metrics", stranger);
+  ASSERT_EQ(s.response.status, 200);
+  EXPECT_TRUE(has(s, "erg_gpu_energy_joules_total{")) << s.response.body;
+  EXPECT_FALSE(has(s, "erg_cpu_")) << s.response.body;
+  EXPECT_FALSE(has(s, "erg_dram_")) << s.response.body;
+  EXPECT_FALSE(has(s, "device=\"cpu\"")) << s.response.body;
+  EXPECT_TRUE(has(s, "erg_info{")) << s.response.body;
+  for (const Peer& p : {reader, root}) {
+    auto r = f.call("GET", "/metrics", p);
+    ASSERT_EQ(r.response.status, 200);
+    EXPECT_TRUE(has(r, "erg_cpu_energy_joules_total{")) << r.response.body;
+    EXPECT_TRUE(has(r, "erg_dram_energy_joules_total{")) << r.response.body;
+    EXPECT_TRUE(has(r, "erg_gpu_energy_joules_total{")) << r.response.body;
+  }
+  // A peer that may use neither read group gets none of it.
+  Config both;
+  both.allow_uid[protocol::ApiGroup::kCpuRead] = {1000};
+  both.allow_uid[protocol::ApiGroup::kGpuRead] = {1000};
+  FakeDaemon g(both);
+  auto n = g.call("GET", "/metrics", stranger);
+  EXPECT_EQ(n.response.status, 403);
+  EXPECT_FALSE(has(n, "erg_")) << n.response.body;
+  // Nor does a disabled group's data appear.
+  Config gpu_only;
+  gpu_only.enabled = {protocol::ApiGroup::kGpuRead};
+  FakeDaemon h(gpu_only);
+  EXPECT_FALSE(has(h.call("GET", "/metrics", root), "erg_cpu_"));
+}
+
 // Every energy series counts from 0 at the first scrape (metric_names.hpp's semantics) and
 // carries the node and user labels.
 TEST(Dispatch, MetricsText) {

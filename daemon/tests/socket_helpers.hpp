@@ -37,6 +37,7 @@ inline std::string temp_socket(const char* tag) { return socket_dir() + "/" + ta
 // FakeDaemon clears socket_path; start a daemon on a socket explicitly.
 inline std::unique_ptr<testing::FakeDaemon> serve(const std::string& path, Config c = {}) {
   c.tcp = "127.0.0.1:0";
+  if (!c.signing_key_path) c.tcp_insecure = true;  // TCP peers unauthenticated: the tests' own loopback
   c.gpu_power_poll_hz = 100;
   auto f = std::make_unique<testing::FakeDaemon>(c);
   // FakeDaemon's config has no socket; rebuild with one.

@@ -616,7 +616,7 @@ TEST_F(ErgdProcess, PrometheusScrapesEnergyCounters) {
   std::string prom = "/usr/bin/prometheus";
   if (!std::filesystem::exists(prom)) GTEST_SKIP() << "prometheus is not installed (apt-get install prometheus)";
   int ergd_port = free_port();
-  auto ergd = start_ergd({"--tcp", "127.0.0.1:" + std::to_string(ergd_port)});
+  auto ergd = start_ergd({"--tcp", "127.0.0.1:" + std::to_string(ergd_port), "--tcp-insecure"});
   ASSERT_TRUE(machine_->set_utilization(0, 0.8));
   int prom_port = free_port();
   std::string cfg = dir_.path() + "/prometheus.yml";

@@ -80,9 +80,9 @@ TEST_F(PrometheusPull, RatesOfEveryEnergyCounterMatchTheSimulatedPowerAcrossRapl
   ASSERT_FALSE(eport.empty()) << exporter.out() << exporter.err();
   // ergd, read-only groups (no root needed), /metrics over TCP.
   const int dport = testing::free_port();
-  BackgroundShell ergd(
-      std::string("exec ") + ERGD_PATH + " --socket-path " + dir_.path() +
-      "/ergd.sock --enable gpu-read,cpu-read --metrics-node sim-node --tcp 127.0.0.1:" + std::to_string(dport));
+  BackgroundShell ergd(std::string("exec ") + ERGD_PATH + " --socket-path " + dir_.path() +
+                       "/ergd.sock --enable gpu-read,cpu-read --metrics-node sim-node --tcp-insecure --tcp 127.0.0.1:" +
+                       std::to_string(dport));
   bool ergd_up = false;
   for (int i = 0; i < 200 && !ergd_up; ++i) {
     auto r = testing::http_get(dport, "/metrics");

@@ -27,13 +27,19 @@ struct Config {
   std::set<protocol::ApiGroup> enabled = {protocol::ApiGroup::kGpuControl, protocol::ApiGroup::kGpuRead,
                                           protocol::ApiGroup::kCpuRead};
   /// Per group: uids/gids allowed on the Unix socket. A group with neither list admits every
-  /// peer that can connect (the socket's mode and group decide). uid 0 is always allowed.
+  /// peer that can connect (the socket's mode and group decide). uid 0 is always allowed. Over
+  /// TCP a peer has no uid: with a signing key its token's scopes decide; without one
+  /// (tcp_insecure) a group with a list refuses every TCP peer.
   std::map<protocol::ApiGroup, std::set<uid_t>> allow_uid;
   std::map<protocol::ApiGroup, std::set<gid_t>> allow_gid;
   std::optional<std::string> signing_key_path;  ///< HS256 key; set: TCP requests need a token.
-  double gpu_power_poll_hz = 20.0;              ///< zeusd's default.
-  double cpu_power_poll_hz = 10.0;              ///< zeusd's default.
-  std::size_t max_connections = 1024;           ///< Beyond: 503 and close.
+  /// `--tcp-insecure`: listen on TCP without a signing key. TCP peers are then unauthenticated:
+  /// they may use only the groups without allow lists (a warning says which). Without it, --tcp
+  /// without a signing key refuses to start.
+  bool tcp_insecure = false;
+  double gpu_power_poll_hz = 20.0;     ///< zeusd's default.
+  double cpu_power_poll_hz = 10.0;     ///< zeusd's default.
+  std::size_t max_connections = 1024;  ///< Beyond: 503 and close.
   /// Connections one uid may hold at once (over the Unix socket, from SO_PEERCRED; all TCP
   /// peers together count as one); beyond: 503. nullopt: a quarter of max_connections.
   std::optional<std::size_t> max_connections_per_uid;
