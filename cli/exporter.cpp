@@ -22,6 +22,7 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     std::vector<unsigned> gpus;
     bool once = false;
     bool json = false;
+    bool processes = false;
     bool no_processes = false;
     std::size_t max_process_series = 256;
     double idle_power = 0.0;
@@ -36,7 +37,10 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--gpus", opts->gpus, "GPUs to export (erg indices); default all")->delimiter(',');
   cmd->add_flag("--once", opts->once, "Print one scrape's exposition to stdout and exit (no server)");
   cmd->add_flag("--json", opts->json, "Print where it serves as one JSON line on stdout once listening");
-  cmd->add_flag("--no-process-metrics", opts->no_processes, "No per-process series (erg_gpu_process_*)");
+  cmd->add_flag("--process-metrics", opts->processes,
+                "Per-process series (erg_gpu_process_*: pid, command, container, pod, energy of every user's GPU "
+                "processes) for every peer that can connect: off by default (docs/security.md)");
+  cmd->add_flag("--no-process-metrics", opts->no_processes, "No per-process series (the default)");
   cmd->add_option("--max-process-series", opts->max_process_series,
                   "At most this many processes get series of their own; later ones are summed into pid=\"other\" "
                   "(default 256)");
@@ -73,7 +77,9 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     o.exporter = "erg-exporter";
     o.simulated = inventory->simulated;
     o.socs = inventory->socs;
-    o.process_metrics = !opts->no_processes;
+    if (opts->processes && opts->no_processes)
+      throw CliError{kExitUsage, "--process-metrics and --no-process-metrics contradict each other"};
+    o.process_metrics = opts->processes;
     o.max_process_series = opts->max_process_series;
     o.process_idle_power_w = opts->idle_power;
     o.process_idle_error_w = opts->idle_error;
@@ -106,6 +112,10 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
                        {"simulated", inventory->simulated}};
       std::cout << j.dump() << std::endl;
     }
+    if (o.process_metrics)
+      std::cerr << "erg exporter: WARNING: --process-metrics: every peer that can connect to " << host << ":" << port
+                << " sees every user's GPU processes (pid, command, container, pod, energy); the exporter cannot tell "
+                   "scrapers apart (ergd's /attribution shows each user their own)\n";
     std::cerr << "erg exporter: serving http://" << host << ":" << port << "/metrics (" << n_gpus << " GPU(s), "
               << n_cpus << " CPU package(s), " << inventory->socs.size() << " SoC(s)"
               << (inventory->simulated ? ", simulated machine" : "") << "); Ctrl-C stops\n";

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "erg/client/connection.hpp"
+#include "erg/sim/machine.hpp"
+#include "erg/sim/spec.hpp"
 #include "process.hpp"
 
 namespace erg {
@@ -189,6 +191,49 @@ TEST_F(Security, Item2MetricsOverTcpNeedAToken) {
   ASSERT_EQ(gpu.status, 200) << gpu.body << gpu.error;
   EXPECT_NE(gpu.body.find("erg_gpu_energy_joules_total{"), std::string::npos);
   EXPECT_EQ(gpu.body.find("erg_cpu_energy_joules_total"), std::string::npos);
+}
+
+// Item 8: `erg exporter` showed every user's GPU processes (pid, command, container, pod,
+// energy) to any peer that connects. Its per-process series are now off unless asked for, and
+// asked for, a start-up warning says who sees them.
+TEST_F(Security, Item8ExporterShowsNoProcessesUnlessAskedTo) {
+  auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=0"));
+  ASSERT_TRUE(made) << made.error().message;
+  auto machine = std::move(*made);
+  ASSERT_TRUE(machine->export_env());  // the exporter attaches to this machine
+  sim::SimProcess root_job;
+  root_job.pid = 3'900'001;  // a table entry: root's job on GPU 0
+  root_job.share = 0.5;
+  ASSERT_TRUE(machine->set_process(0, root_job));
+  for (const bool asked : {false, true}) {
+    BackgroundShell exporter("exec " + shell_quote(ERG_CLI_PATH) + " exporter --listen 127.0.0.1:0 --json" +
+                             (asked ? " --process-metrics" : ""));
+    int port = 0;
+    for (int i = 0; i < 1000 && port == 0; ++i) {
+      auto j = json::parse(exporter.out(), nullptr, false);
+      if (!j.is_discarded() && j.contains("port")) port = j["port"].get<int>();
+      if (port == 0) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_NE(port, 0) << exporter.err();
+    std::string body;
+    for (int scrape = 0; scrape < 3; ++scrape) {  // the first scrape is the baseline
+      const Seen m = attack("request --tcp 127.0.0.1:" + std::to_string(port) + " GET /metrics");
+      ASSERT_EQ(m.status, 200) << m.body << m.error;
+      body = m.body;
+      std::this_thread::sleep_for(200ms);
+    }
+    EXPECT_NE(body.find("erg_gpu_energy_joules_total{"), std::string::npos) << body;
+    if (!asked) {
+      EXPECT_EQ(body.find("erg_gpu_process_"), std::string::npos) << body;
+      EXPECT_EQ(body.find("pid=\"3900001\""), std::string::npos) << body;
+      EXPECT_EQ(exporter.err().find("WARNING"), std::string::npos) << exporter.err();
+    } else {
+      EXPECT_NE(body.find("pid=\"3900001\""), std::string::npos) << body;
+      EXPECT_NE(exporter.err().find("WARNING: --process-metrics"), std::string::npos) << exporter.err();
+    }
+  }
+  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_AMDSMI_LIBRARY", "ERG_POWERCAP_ROOT"})
+    ::unsetenv(v);
 }
 
 }  // namespace
