@@ -20,6 +20,11 @@
 namespace erg::daemon {
 namespace {
 
+/// listen(2)'s backlog: the kernel caps it at net.core.somaxconn (4096 since Linux 5.4). A
+/// connect flood must not fill it before the accept loop drains it (a full backlog refuses
+/// every user's connect, not the flooder's).
+constexpr int kListenBacklog = 4096;
+
 std::string errno_text(int err) { return std::strerror(err); }
 
 std::string mode_text(mode_t mode) {
@@ -163,7 +168,7 @@ Result<int> listen_unix(const Config& config, std::optional<std::string>& warnin
   };
   if (config.socket_group)
     if (auto r = set_group(path, *config.socket_group); !r) return give_up(r.error());
-  if (::chmod(path.c_str(), config.socket_mode) != 0 || ::listen(fd, 1024) != 0)
+  if (::chmod(path.c_str(), config.socket_mode) != 0 || ::listen(fd, kListenBacklog) != 0)
     return give_up(Error{ErrorCode::kIo, "cannot listen on " + path + ": " + errno_text(errno)});
   return fd;
 }
@@ -185,7 +190,7 @@ Result<int> listen_tcp(const std::string& spec, std::uint16_t& port) {
   if (fd < 0) return fail(ErrorCode::kIo, "socket(AF_INET): " + errno_text(errno));
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1024) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, kListenBacklog) != 0) {
     int err = errno;
     ::close(fd);
     return fail(ErrorCode::kIo, "cannot listen on " + spec + ": " + errno_text(err));

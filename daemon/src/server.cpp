@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "connection.hpp"
@@ -63,6 +65,7 @@ Result<void> Server::start() {
   if (config_.socket_path.empty() && !config_.tcp)
     return fail(ErrorCode::kInvalidArgument, "nothing to listen on: give --socket-path or --tcp");
   if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) return fail(ErrorCode::kIo, "pipe: " + errno_text(errno));
+  if (::pipe2(refuser_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return fail(ErrorCode::kIo, "pipe: " + errno_text(errno));
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (spare_fd_ < 0) return fail(ErrorCode::kIo, "open /dev/null: " + errno_text(errno));
   warnings_.clear();
@@ -87,7 +90,12 @@ Result<void> Server::start() {
   }
   started_ = true;
   watchdog_ = std::thread([this] { watchdog_loop(); });
-  if (unix_fd_ >= 0) acceptors_.emplace_back([this] { accept_loop(unix_fd_, true); });
+  refuser_ = std::thread([this] { refuser_loop(); });
+  // Several acceptors on the Unix socket, so a connect flood from one user's processes meets as
+  // many threads draining the backlog (each accept is cheap: a closed or over-rate connection
+  // gets no thread).
+  if (unix_fd_ >= 0)
+    for (int k = 0; k < kUnixAcceptors; ++k) acceptors_.emplace_back([this] { accept_loop(unix_fd_, true); });
   if (tcp_fd_ >= 0) acceptors_.emplace_back([this] { accept_loop(tcp_fd_, false); });
   return ok();
 }
@@ -95,6 +103,8 @@ Result<void> Server::start() {
 void Server::stop() {
   if (!started_) {
     for (int& fd : wake_pipe_)
+      if (fd >= 0) ::close(std::exchange(fd, -1));
+    for (int& fd : refuser_pipe_)
       if (fd >= 0) ::close(std::exchange(fd, -1));
     if (spare_fd_ >= 0) ::close(std::exchange(spare_fd_, -1));
     return;
@@ -112,6 +122,13 @@ void Server::stop() {
     idle_.wait(lock, [this] { return threads_ == 0; });
   }
   if (watchdog_.joinable()) watchdog_.join();
+  {
+    char w = 1;
+    [[maybe_unused]] auto wrote = ::write(refuser_pipe_[1], &w, 1);
+  }
+  if (refuser_.joinable()) refuser_.join();
+  for (int& fd : refuser_pipe_)
+    if (fd >= 0) ::close(std::exchange(fd, -1));
   if (unix_fd_ >= 0) {
     ::close(unix_fd_);
     unix_fd_ = -1;
@@ -130,11 +147,18 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
     if (rc < 0 && errno != EINTR) return;
     if (p[1].revents != 0 || stopping_.load()) return;
     if ((p[0].revents & POLLIN) == 0) continue;
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);  // the listener is non-blocking
-    if (fd >= 0)
-      admit(fd, unix_socket);
-    else if (errno == EMFILE || errno == ENFILE)
-      refuse_without_files(listen_fd);
+    // Everything the backlog holds, before polling again: a connect flood must not fill it (a
+    // full backlog refuses every user's connect, not the flooder's).
+    for (int batch = 0; batch < 1024 && !stopping_.load(); ++batch) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);  // the listener is non-blocking
+      if (fd >= 0) {
+        admit(fd, unix_socket);
+        continue;
+      }
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) refuse_without_files(listen_fd);
+      break;
+    }
   }
 }
 
@@ -153,6 +177,16 @@ void Server::refuse_without_files(int listen_fd) {
 }
 
 void Server::admit(int fd, bool unix_socket) {
+  // A peer that connected and closed already (a connect flood's connections, mostly) gets no
+  // thread and no further syscall: there is nothing to answer. Keeps the accept loop at the
+  // speed of accept(2).
+  {
+    char probe = 0;
+    if (::recv(fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+      ::close(fd);
+      return;
+    }
+  }
   Peer peer;
   peer.unix_socket = unix_socket;
   if (unix_socket) {
@@ -169,28 +203,54 @@ void Server::admit(int fd, bool unix_socket) {
   }
   const Bucket bucket = peer.uid ? Bucket{*peer.uid} : kNoUid;
   const bool reserve = may_use_reserve(peer);
+  // A uid connecting faster than kAcceptRate (beyond a burst of as many) is shed: closed at once,
+  // with no reply and no thread, so its flood cannot slow the accept loop for others. Root and
+  // TCP peers (one bucket for every TCP peer) are not.
+  if (bucket != kNoUid && *peer.uid != 0) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    auto& r = accept_rate_[bucket];
+    if (r.last == Clock::time_point{}) r.tokens = kAcceptRate;
+    r.tokens = std::min(kAcceptRate, r.tokens + kAcceptRate * std::chrono::duration<double>(now - r.last).count());
+    r.last = now;
+    if (r.tokens < 1.0) {
+      ++shed_;
+      ::close(fd);
+      return;
+    }
+    r.tokens -= 1.0;
+    if (accept_rate_.size() > 4096)  // forget uids that have been quiet for a second
+      std::erase_if(accept_rate_, [&](const auto& e) { return now - e.second.last > std::chrono::seconds(1); });
+  }
   enum class Refusal { kNone, kPerUid, kTotal, kReserved, kNoMemory } why = Refusal::kNone;
   std::shared_ptr<Deadline> deadline;
   {
     std::lock_guard lock(mutex_);
-    auto held = per_bucket_.find(bucket);
-    const std::size_t open = connections_.size();
-    if (held != per_bucket_.end() && held->second >= limits_.per_uid)
+    auto held = [&] {
+      auto it = per_bucket_.find(bucket);
+      return it == per_bucket_.end() ? std::size_t{0} : it->second;
+    };
+    // The TCP peers' shared bucket, full, makes room by closing its longest-idle connection (one
+    // waiting for its next request): TCP peers cannot be told apart when they connect, and one
+    // that holds idle connections must not lock the others out. A uid's bucket holds only that
+    // user's connections: over its limit, it is refused.
+    if (held() >= limits_.per_uid && !(bucket == kNoUid && evict_idle(bucket)))
       why = Refusal::kPerUid;
-    else if (open >= limits_.total)
+    else if (open_ >= limits_.total)
       why = Refusal::kTotal;
-    else if (!reserve && open >= limits_.total - limits_.reserved)
+    else if (!reserve && open_ >= limits_.total - limits_.reserved)
       why = Refusal::kReserved;
     else {
       try {
         deadline = std::make_shared<Deadline>(0);
-        connections_.emplace(fd, Connection{deadline, bucket});
+        connections_.emplace(fd, Connection{deadline, bucket, ++admissions_, true});
         try {
           ++per_bucket_[bucket];
         } catch (const std::bad_alloc&) {
           connections_.erase(fd);
           throw;
         }
+        ++open_;
         ++threads_;
       } catch (const std::bad_alloc&) {
         why = Refusal::kNoMemory;
@@ -200,16 +260,17 @@ void Server::admit(int fd, bool unix_socket) {
   switch (why) {
     case Refusal::kNone: break;
     case Refusal::kPerUid:
-      return refuse(fd, (peer.uid ? "too many connections from uid " + std::to_string(*peer.uid)
-                                  : std::string("too many connections from TCP peers (counted together)")) +
-                            ": at most " + std::to_string(limits_.per_uid) + " per user (--max-connections-per-uid)");
+      return refuse_later(fd, (peer.uid ? "too many connections from uid " + std::to_string(*peer.uid)
+                                        : std::string("too many connections from TCP peers (counted together)")) +
+                                  ": at most " + std::to_string(limits_.per_uid) +
+                                  " per user (--max-connections-per-uid)");
     case Refusal::kTotal:
-      return refuse(fd, "too many connections: ergd's limit of " + std::to_string(limits_.total) +
-                            " is reached (--max-connections)");
+      return refuse_later(fd, "too many connections: ergd's limit of " + std::to_string(limits_.total) +
+                                  " is reached (--max-connections)");
     case Refusal::kReserved:
-      return refuse(fd, "too many connections: the last " + std::to_string(limits_.reserved) + " of " +
-                            std::to_string(limits_.total) +
-                            " are reserved for root and allowed users (--reserved-connections)");
+      return refuse_later(fd, "too many connections: the last " + std::to_string(limits_.reserved) + " of " +
+                                  std::to_string(limits_.total) +
+                                  " are reserved for root and allowed users (--reserved-connections)");
     case Refusal::kNoMemory: return refuse(fd, "too many connections: out of memory");
   }
   try {
@@ -228,11 +289,109 @@ void Server::release(int fd) {
   std::lock_guard lock(mutex_);
   auto c = connections_.find(fd);
   if (c != connections_.end()) {
-    auto held = per_bucket_.find(c->second.bucket);
-    if (held != per_bucket_.end() && --held->second == 0) per_bucket_.erase(held);
+    if (c->second.counted) {
+      auto held = per_bucket_.find(c->second.bucket);
+      if (held != per_bucket_.end() && --held->second == 0) per_bucket_.erase(held);
+      --open_;
+    }
     connections_.erase(c);
   }
   if (--threads_ == 0) idle_.notify_all();
+}
+
+bool Server::evict_idle(Bucket bucket) {
+  // The longest idle: the earliest idle deadline; one the watchdog has not stamped yet
+  // (kIdleDeadline) became idle last.
+  std::map<int, Connection>::iterator victim = connections_.end();
+  std::int64_t earliest = 0;
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+    if (!it->second.counted || it->second.bucket != bucket) continue;
+    const std::int64_t d = it->second.deadline->load(std::memory_order_relaxed);
+    if (d >= 0) continue;  // receiving a request, or answering one
+    const std::int64_t due = d == kIdleDeadline ? std::numeric_limits<std::int64_t>::max() : -d;
+    if (victim == connections_.end() || due < earliest) victim = it, earliest = due;
+  }
+  if (victim == connections_.end()) return false;
+  victim->second.counted = false;
+  auto held = per_bucket_.find(bucket);
+  if (held != per_bucket_.end() && --held->second == 0) per_bucket_.erase(held);
+  --open_;
+  // Its thread's recv returns 0 and it leaves quietly, as after an idle timeout.
+  ::shutdown(victim->first, SHUT_RDWR);
+  return true;
+}
+
+void Server::refuse_later(int fd, std::string why) {
+  constexpr std::size_t kMaxWaiting = 256;
+  {
+    std::lock_guard lock(refused_mutex_);
+    if (refused_.size() < kMaxWaiting) {
+      try {
+        refused_.push_back(Refused{fd, std::move(why), Clock::now() + std::chrono::milliseconds(200)});
+        char w = 1;
+        [[maybe_unused]] auto n = ::write(refuser_pipe_[1], &w, 1);
+        return;
+      } catch (const std::bad_alloc&) {
+      }
+    }
+  }
+  refuse(fd, why);  // too many waiting already: at once
+}
+
+void Server::refuser_loop() {
+  pthread_setname_np(pthread_self(), "ergd-refuse");
+  std::vector<Refused> waiting;
+  std::vector<pollfd> polls;
+  std::vector<std::string> heads;  // what each waiting connection has sent so far
+  while (true) {
+    {
+      std::lock_guard lock(refused_mutex_);
+      for (auto& r : refused_) waiting.push_back(std::move(r)), heads.emplace_back();
+      refused_.clear();
+    }
+    const auto now = Clock::now();
+    // Answer each whose request head has arrived, whose peer left or sent too much, or whose wait
+    // is over.
+    for (std::size_t i = 0; i < waiting.size();) {
+      const bool done =
+          heads[i].find("\r\n\r\n") != std::string::npos || heads[i].size() > 16384 || now >= waiting[i].until;
+      if (done || stopping_.load()) {
+        refuse(waiting[i].fd, waiting[i].why);
+        waiting[i] = std::move(waiting.back());
+        waiting.pop_back();
+        heads[i] = std::move(heads.back());
+        heads.pop_back();
+        continue;
+      }
+      ++i;
+    }
+    if (stopping_.load() && waiting.empty()) return;
+    polls.assign(1, pollfd{refuser_pipe_[0], POLLIN, 0});
+    for (const auto& r : waiting) polls.push_back(pollfd{r.fd, POLLIN, 0});
+    int timeout = -1;
+    if (!waiting.empty()) {
+      auto first = std::min_element(waiting.begin(), waiting.end(), [](const Refused& a, const Refused& b) {
+                     return a.until < b.until;
+                   })->until;
+      timeout = static_cast<int>(
+          std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(first - now).count()));
+    }
+    if (::poll(polls.data(), polls.size(), timeout) < 0 && errno != EINTR) continue;
+    if (polls[0].revents != 0) {
+      char sink[64];
+      while (::read(refuser_pipe_[0], sink, sizeof sink) > 0) {
+      }
+    }
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+      if (polls[i + 1].revents == 0) continue;
+      char chunk[4096];
+      const ssize_t n = ::recv(waiting[i].fd, chunk, sizeof chunk, MSG_DONTWAIT);
+      if (n > 0)
+        heads[i].append(chunk, static_cast<std::size_t>(n));
+      else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        waiting[i].until = now;  // the peer left: answer (and close) now
+    }
+  }
 }
 
 void Server::watchdog_loop() {
@@ -252,12 +411,12 @@ void Server::watchdog_loop() {
       auto d = deadline->load(std::memory_order_relaxed);
       if (d == kIdleDeadline) {
         // The connection may have received its request meanwhile (and stored 0): only an idle
-        // wait that is still one gets the deadline.
-        deadline->compare_exchange_strong(d, now + idle_ticks, std::memory_order_relaxed);
+        // wait that is still one gets the deadline, stored negated (idle: evict_idle may take it).
+        deadline->compare_exchange_strong(d, -(now + idle_ticks), std::memory_order_relaxed);
         continue;
       }
       // SHUT_RD: the blocked recv returns 0; the thread can still answer 408.
-      if (d > 0 && now >= d) ::shutdown(fd, SHUT_RD);
+      if (d != 0 && now >= (d < 0 ? -d : d)) ::shutdown(fd, SHUT_RD);
     }
   }
 }

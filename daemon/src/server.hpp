@@ -7,6 +7,7 @@
 // to a RequestHandler.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -48,10 +49,10 @@ class Server {
 
  private:
   /// A connection's receive deadline (steady_clock ticks; 0 while it is not waiting for bytes;
-  /// kIdleDeadline while it waits for its next request and the watchdog has not yet given that
-  /// wait a deadline). The watchdog shuts the read side of a connection whose deadline passed,
-  /// so connection threads block in recv(2) without a per-call kernel timer (SO_RCVTIMEO arms
-  /// one per wait) and read no clock per request.
+  /// positive while a request is arriving; negative while it waits for its next request: -1
+  /// (kIdleDeadline) until the watchdog gives that wait a deadline, then minus the deadline). The watchdog shuts the
+  /// read side of a connection whose deadline passed, so connection threads block in recv(2) without a per-call kernel
+  /// timer (SO_RCVTIMEO arms one per wait) and read no clock per request.
   using Deadline = std::atomic<std::int64_t>;
   static constexpr std::int64_t kIdleDeadline = -1;
   /// Peers counted together against the per-uid limit: a uid, or every peer without one (TCP).
@@ -60,11 +61,22 @@ class Server {
   struct Connection {
     std::shared_ptr<Deadline> deadline;
     Bucket bucket = kNoUid;
+    std::uint64_t admitted = 0;  ///< admission order: the oldest idle connection is evicted first
+    bool counted = true;         ///< false once evicted: its slot is free already
   };
 
   void accept_loop(int listen_fd, bool unix_socket);
-  /// Admits an accepted connection (starts its thread) or answers 503 and closes it.
+  /// Admits an accepted connection (starts its thread) or refuses it (refuse_later).
   void admit(int fd, bool unix_socket);
+  /// Frees a slot in `bucket` for a new connection by closing its longest-idle connection
+  /// (waiting for its next request, nothing of it received). Under mutex_. False when none is
+  /// idle.
+  bool evict_idle(Bucket bucket);
+  /// Answers 503 on a refused connection once its request has arrived (or after a short wait),
+  /// on the refuser thread, so a client that already wrote reads the reply instead of a reset;
+  /// when too many wait, at once.
+  void refuse_later(int fd, std::string why);
+  void refuser_loop();
   /// accept(2) failed for lack of file descriptors: accepts with the spare and answers 503.
   void refuse_without_files(int listen_fd);
   /// Forgets an admitted connection (its thread has ended or never started); does not close it.
@@ -94,6 +106,27 @@ class Server {
   std::map<int, Connection> connections_;               // open connection fds, for shutdown()
   std::unordered_map<Bucket, std::size_t> per_bucket_;  // open connections per uid (or kNoUid)
   std::size_t threads_ = 0;                             // live connection threads
+  std::size_t open_ = 0;                                // admitted connections not evicted
+  static constexpr int kUnixAcceptors = 8;
+  /// New connections a uid may open per second (and in one burst) before the next are shed.
+  static constexpr double kAcceptRate = 2000.0;
+  struct AcceptRate {
+    double tokens = 0.0;
+    std::chrono::steady_clock::time_point last{};
+  };
+  std::unordered_map<Bucket, AcceptRate> accept_rate_;  // per uid (not root, not TCP)
+  std::uint64_t shed_ = 0;                              // connections shed by the accept rate
+  std::uint64_t admissions_ = 0;
+  // Refused connections waiting for their request before the 503 (refuser_loop).
+  struct Refused {
+    int fd;
+    std::string why;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::mutex refused_mutex_;
+  std::vector<Refused> refused_;
+  int refuser_pipe_[2] = {-1, -1};
+  std::thread refuser_;
 };
 
 }  // namespace erg::daemon

@@ -301,16 +301,22 @@ TEST(Server, TcpPeersShareOneBucket) {
   c.max_connections = 16;
   c.max_connections_per_uid = 3;
   auto f = serve(path, c);
-  std::vector<int> held;
-  for (int i = 0; i < 3; ++i) {
+  auto connect_tcp = [&] {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(f->daemon->tcp_port());
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    held.push_back(fd);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  // Three connections each in the middle of a request (its first line sent): busy, not idle.
+  std::vector<int> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(connect_tcp());
+    ASSERT_GT(::send(held.back(), "GET /time HTTP/1.1\r\n", 20, MSG_NOSIGNAL), 0);
   }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // each connection's thread has read it
   client::Connection t(client::Endpoint{"", "127.0.0.1", f->daemon->tcp_port(), ""});
   auto r = t.request("GET", "/time");
   ASSERT_TRUE(r) << r.error().message;
@@ -319,6 +325,79 @@ TEST(Server, TcpPeersShareOneBucket) {
   // The Unix socket's root peer is another bucket.
   EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
   for (int fd : held) ::close(fd);
+}
+
+// A refused connection's 503 comes after its request has arrived (issue 31 item 10): a client
+// that writes its request in pieces after connecting reads the 503 instead of a reset.
+TEST(Server, RefusalWaitsForTheRequestBeforeAnswering) {
+  std::string path = temp_socket("refuselate");
+  Config c;
+  c.max_connections = 16;
+  c.max_connections_per_uid = 1;
+  auto f = serve(path, c);
+  auto connect_tcp = [&] {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(f->daemon->tcp_port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  int busy = connect_tcp();  // the bucket's one slot, in the middle of a request
+  ASSERT_GT(::send(busy, "GET /time HTTP/1.1\r\n", 20, MSG_NOSIGNAL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int k = 0; k < 5; ++k) {
+    int fd = connect_tcp();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // ergd has accepted (and refused) it
+    ASSERT_EQ(::send(fd, "GET /time HTTP/1.1\r\n", 20, MSG_NOSIGNAL), 20) << std::strerror(errno);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(::send(fd, "Host: x\r\n\r\n", 11, MSG_NOSIGNAL), 11) << std::strerror(errno);
+    std::string reply;
+    char chunk[4096];
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) reply.append(chunk, static_cast<std::size_t>(n));
+    EXPECT_EQ(status_of(reply), 503) << "attempt " << k << ": '" << reply << "' " << std::strerror(errno);
+    EXPECT_TRUE(contains(reply, "too many connections from TCP peers")) << reply;
+    ::close(fd);
+  }
+  ::close(busy);
+}
+
+// TCP peers cannot be told apart when they connect: idle connections (waiting for their next
+// request) must not lock the others out. A full TCP bucket closes its longest-idle connection to
+// admit a new one (issue 31 item 7: 256 idle connections from one user served 0 of 50 requests).
+TEST(Server, IdleTcpConnectionsGiveWayToNewOnes) {
+  std::string path = temp_socket("tcpidle");
+  Config c;
+  c.max_connections = 16;
+  c.max_connections_per_uid = 3;
+  auto f = serve(path, c);
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(f->daemon->tcp_port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    idle.push_back(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // admitted in this order
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int k = 0; k < 5; ++k) {
+    client::Connection t(client::Endpoint{"", "127.0.0.1", f->daemon->tcp_port(), ""});
+    auto r = t.request("GET", "/time");
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
+  // The first idle connection was closed to make room (the oldest goes first).
+  pollfd p{idle[0], POLLIN | POLLRDHUP, 0};
+  EXPECT_EQ(::poll(&p, 1, 1000), 1);
+  char b;
+  EXPECT_EQ(::recv(idle[0], &b, 1, MSG_DONTWAIT), 0);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(Server, OutOfFileDescriptorsAnswers503AndRecovers) {

@@ -3,11 +3,26 @@
 //
 //   erg_attacker request (--unix PATH | --tcp HOST:PORT) [--token T] METHOD TARGET
 //       one request; prints {"status": N, "body": "..."} (status 0: no reply, "error" says why)
+//   erg_attacker idle (--unix PATH | --tcp HOST:PORT) N SECONDS
+//       opens N connections that send nothing and holds them; prints {"opened": n, "still_open": k}
+//       at the end (k: those the server has not closed)
+//   erg_attacker flood (--unix PATH | --tcp HOST:PORT) SECONDS
+//       connects and closes at once, as fast as it can; prints {"connects": n, "failed": k}
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "erg/client/connection.hpp"
@@ -58,16 +73,81 @@ int request(const Target& t) {
   return 0;
 }
 
+/// A connected socket to the target, or -1.
+int connect_to(const erg::client::Endpoint& e) {
+  if (!e.socket_path.empty()) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, e.socket_path.c_str(), sizeof a.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(e.port);
+  ::inet_pton(AF_INET, e.host.c_str(), &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int idle(const Target& t) {
+  if (t.rest.size() != 2) return 2;
+  const int n = std::atoi(t.rest[0].c_str());
+  const double seconds = std::atof(t.rest[1].c_str());
+  std::vector<int> held;
+  for (int i = 0; i < n; ++i) {
+    const int fd = connect_to(t.endpoint);
+    if (fd >= 0) held.push_back(fd);
+  }
+  std::cout << nlohmann::json{{"opened", held.size()}}.dump() << std::endl;  // the test waits for this line
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  int open = 0;
+  for (int fd : held) {
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) == 0) ++open;
+    ::close(fd);
+  }
+  std::cout << nlohmann::json{{"opened", held.size()}, {"still_open", open}}.dump() << std::endl;
+  return 0;
+}
+
+int flood(const Target& t) {
+  if (t.rest.size() != 1) return 2;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::atof(t.rest[0].c_str()));
+  long connects = 0, failed = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    const int fd = connect_to(t.endpoint);
+    if (fd < 0) {
+      ++failed;
+      continue;
+    }
+    ++connects;
+    ::close(fd);
+  }
+  std::cout << nlohmann::json{{"connects", connects}, {"failed", failed}}.dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Target t;
   if (argc < 2 || !parse_target(argc, argv, t)) {
-    std::cerr << "usage: erg_attacker request (--unix PATH | --tcp HOST:PORT) [--token T] METHOD TARGET\n";
+    std::cerr << "usage: erg_attacker (request|idle|flood) (--unix PATH | --tcp HOST:PORT) ...\n";
     return 2;
   }
   const std::string mode = argv[1];
   if (mode == "request") return request(t);
+  if (mode == "idle") return idle(t);
+  if (mode == "flood") return flood(t);
   std::cerr << "erg_attacker: unknown attack '" << mode << "'\n";
   return 2;
 }

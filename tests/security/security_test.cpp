@@ -5,13 +5,18 @@
 // reproduces and asserts the attack is refused, bounded or flagged. Needs root (to start the
 // privileged daemon and drop to nobody): skipped, with that reason, otherwise.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -52,6 +57,46 @@ struct Seen {
   std::string body;
   std::string error;
 };
+
+/// Latencies of a legitimate client, in ms, and how many of its requests failed.
+struct Figures {
+  std::vector<double> ms;
+  int failed = 0;
+  std::string last_failure;
+  double p(double q) const {
+    if (ms.empty()) return 0.0;
+    auto v = ms;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+  }
+};
+
+/// One request on a new connection to a Unix socket, connecting without blocking as a client
+/// with a connect timeout does (a full backlog is EAGAIN: a failure, not a wait). The reply, or
+/// what went wrong ("connect: ...").
+std::optional<std::string> nonblocking_request(const std::string& socket_path, const std::string& request) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, socket_path.c_str(), sizeof a.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return std::string("connect: ") + std::strerror(err);
+  }
+  ::fcntl(fd, F_SETFL, 0);
+  timeval tv{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::string reply;
+  char chunk[4096];
+  for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) reply.append(chunk, static_cast<std::size_t>(n));
+  ::close(fd);
+  return reply;
+}
 
 class Security : public ::testing::Test {
  protected:
@@ -191,6 +236,77 @@ TEST_F(Security, Item2MetricsOverTcpNeedAToken) {
   ASSERT_EQ(gpu.status, 200) << gpu.body << gpu.error;
   EXPECT_NE(gpu.body.find("erg_gpu_energy_joules_total{"), std::string::npos);
   EXPECT_EQ(gpu.body.find("erg_cpu_energy_joules_total"), std::string::npos);
+}
+
+// Item 7: all TCP peers counted as one user, so idle TCP connections from one user (256 from
+// nobody) left no slot for anyone else's TCP requests (0 of 50 served). Now a full TCP bucket
+// closes its longest-idle connection for a new one.
+TEST_F(Security, Item7IdleTcpConnectionsDoNotLockOthersOut) {
+  const std::string key = dir_.path() + "/key";
+  std::ofstream(key) << "0123456789abcdef0123456789abcdef\n";
+  ::chmod(key.c_str(), 0600);
+  const int port = free_port();
+  const std::string tcp = "127.0.0.1:" + std::to_string(port);
+  auto ergd = start_ergd("--signing-key-path " + shell_quote(key) + " --tcp " + tcp);
+  ASSERT_TRUE(wait_serving(*ergd)) << ergd->err();
+  auto token = run_shell(shell_quote(ERGD_PATH) + " token issue --signing-key-path " + shell_quote(key) +
+                         " --user root --scope gpu-read");
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  while (!token.out.empty() && token.out.back() == '\n') token.out.pop_back();
+  BackgroundShell idle("exec setpriv --reuid=nobody --regid=nogroup --clear-groups " + shell_quote(ATTACKER_PATH) +
+                       " idle --tcp " + tcp + " 256 20");
+  for (int i = 0; i < 1000 && idle.out().find("opened") == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_NE(idle.out().find("\"opened\":256"), std::string::npos) << idle.out() << idle.err();
+  Figures f;
+  for (int i = 0; i < 50; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    client::Connection c(client::Endpoint{"", "127.0.0.1", static_cast<std::uint16_t>(port), token.out});
+    auto r = c.request("GET", "/gpu/get_power_limit?gpu_ids=0");
+    f.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!r || r->status != 200) ++f.failed, f.last_failure = r ? r->body : r.error().message;
+  }
+  std::printf(
+      "[item 7] root's TCP requests beside 256 idle TCP connections of nobody: %d/50 failed, p50 %.2f ms, "
+      "p99 %.2f ms\n",
+      f.failed, f.p(0.5), f.p(0.99));
+  EXPECT_EQ(f.failed, 0) << f.last_failure;
+  EXPECT_LT(f.p(0.99), 100.0);
+}
+
+// Item 7: a connect/close flood from one user filled the socket's backlog, so other users'
+// non-blocking connects failed with EAGAIN (74 % of root's requests). Now ergd drains the
+// backlog in batches.
+TEST_F(Security, Item7ConnectFloodDoesNotDenyOthers) {
+  auto ergd = start_ergd("");
+  ASSERT_TRUE(wait_serving(*ergd)) << ergd->err();
+  std::vector<std::unique_ptr<BackgroundShell>> floods;
+  for (int k = 0; k < 2; ++k)
+    floods.push_back(std::make_unique<BackgroundShell>("exec setpriv --reuid=nobody --regid=nogroup --clear-groups " +
+                                                       shell_quote(ATTACKER_PATH) + " flood --unix " +
+                                                       shell_quote(socket_) + " 6"));
+  std::this_thread::sleep_for(500ms);
+  Figures f;
+  const auto end = std::chrono::steady_clock::now() + 4s;
+  while (std::chrono::steady_clock::now() < end) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto reply =
+        nonblocking_request(socket_, "GET /gpu/get_power_limit?gpu_ids=0 HTTP/1.1\r\nConnection: close\r\n\r\n");
+    f.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!reply || reply->rfind("HTTP/1.1 200", 0) != 0) ++f.failed, f.last_failure = reply ? *reply : "no reply";
+    std::this_thread::sleep_for(10ms);
+  }
+  long connects = 0;
+  for (auto& fl : floods) {
+    ASSERT_TRUE(fl->wait(10s));
+    auto j = json::parse(fl->out(), nullptr, false);
+    if (!j.is_discarded()) connects += j.value("connects", 0L);
+  }
+  std::printf(
+      "[item 7] root's requests during a connect/close flood by nobody (%ld connects): %d/%zu failed, p50 "
+      "%.2f ms, p99 %.2f ms\n",
+      connects, f.failed, f.ms.size(), f.p(0.5), f.p(0.99));
+  EXPECT_EQ(f.failed, 0) << f.last_failure;
+  EXPECT_LT(f.p(0.99), 100.0);
 }
 
 // Item 8: `erg exporter` showed every user's GPU processes (pid, command, container, pod,
