@@ -164,6 +164,11 @@ Result<Config> parse_command_line(int argc, char** argv) {
   app.add_flag("--no-restore-on-exit", no_restore,
                "Keep a power limit or locked clocks set through ergd when the process that set them exits "
                "(default: the GPU's default limit comes back and its locked clocks are reset)");
+  config.state_dir = "/var/lib/ergd";
+  app.add_option("--state-dir", config.state_dir,
+                 "Where ergd records who owns each power limit and locked clocks, so they are restored across ergd "
+                 "restarts (empty: memory only)")
+      ->default_str("/var/lib/ergd");
   app.add_flag("--allow-insecure-socket-dir", config.allow_insecure_socket_dir,
                "Accept a sticky socket directory other users may write to (like /tmp), with a warning");
   double idle_s = 60, request_s = 10, write_s = 5;

@@ -4,6 +4,7 @@
 #include "erg/daemon/daemon.hpp"
 
 #include <linux/capability.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -122,8 +123,29 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
   impl->exposition = std::move(*collector);
   impl->streams = std::make_unique<PowerStreams>(impl->devices, impl->config.gpu_power_poll_hz,
                                                  impl->config.cpu_power_poll_hz, impl->config.stream_peer_check);
-  if (impl->config.restore_limits_on_exit && impl->config.enabled.count(ApiGroup::kGpuControl))
-    impl->restorer = std::make_unique<LimitRestorer>(impl->devices, impl->config.event_log);
+  if (impl->config.restore_limits_on_exit && impl->config.enabled.count(ApiGroup::kGpuControl)) {
+    std::string state_dir = impl->config.state_dir;
+    if (!state_dir.empty()) {
+      // Records another user could write would let them have ergd reset limits: the directory
+      // must be root's (or ergd's) and closed to others, as the socket's is.
+      struct stat st {};
+      std::string why;
+      if (::stat(state_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        why = "does not exist";
+      else if (st.st_uid != 0 && st.st_uid != ::geteuid())
+        why = "is owned by uid " + std::to_string(st.st_uid);
+      else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        why = "is writable by other users";
+      if (!why.empty()) {
+        impl->warnings.push_back("state directory " + state_dir + " " + why +
+                                 ": who owns each power limit and locked clocks is kept in memory only (not restored "
+                                 "if ergd restarts before the owner exits); create it (systemd: StateDirectory=ergd) "
+                                 "or pass --state-dir");
+        state_dir.clear();
+      }
+    }
+    impl->restorer = std::make_unique<LimitRestorer>(impl->devices, impl->config.event_log, state_dir);
+  }
   if (impl->config.enabled.count(ApiGroup::kGpuRead) && impl->config.attribution_poll.count() > 0)
     impl->attribution = std::make_unique<AttributionSampler>(impl->devices, impl->config);
   impl->router = std::make_unique<Router>(impl->config, std::move(signing_key), impl->devices, *impl->streams,

@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace erg::daemon {
@@ -54,7 +56,37 @@ std::string mhz_range(Megahertz min, Megahertz max) {
   return buf;
 }
 
+std::string read_boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
+
+const char* kind_name(unsigned kind) {
+  switch (kind) {
+    case 0: return "power_limit";
+    case 1: return "sm_clocks";
+    default: return "memory_clocks";
+  }
+}
+
 }  // namespace
+
+std::shared_ptr<const ClientProcess> ClientProcess::adopt(pid_t pid, std::uint64_t start_time) {
+  auto gone = [pid] { return std::shared_ptr<const ClientProcess>(new ClientProcess(pid, -1, 0, true)); };
+  if (pid <= 0) return gone();
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  // The pid and start time after the pidfd is open: a pidfd of a reused pid names the wrong
+  // process, so it is kept only when /proc still shows the recorded start time.
+  auto st = stat_of(pid);
+  if (!st || st->first != start_time || st->second) {
+    if (fd >= 0) ::close(fd);
+    return gone();
+  }
+  if (fd >= 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return std::shared_ptr<const ClientProcess>(new ClientProcess(pid, fd, start_time, false));
+}
 
 std::shared_ptr<const ClientProcess> ClientProcess::of(const Peer& peer) {
   if (!peer.unix_socket || !peer.pid || *peer.pid <= 0) return nullptr;
@@ -72,7 +104,8 @@ std::shared_ptr<const ClientProcess> ClientProcess::of(const Peer& peer) {
   }
   if (fd >= 0) {
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    return std::shared_ptr<const ClientProcess>(new ClientProcess(pid, fd, 0, false));
+    auto st = stat_of(pid);  // the start time names it across ergd restarts (claims.json)
+    return std::shared_ptr<const ClientProcess>(new ClientProcess(pid, fd, st ? st->first : 0, false));
   }
   auto st = stat_of(pid);  // no pidfds here: the pid and its start time
   if (!st || st->second) return std::shared_ptr<const ClientProcess>(new ClientProcess(pid, -1, 0, true));
@@ -93,13 +126,17 @@ bool ClientProcess::exited() const {
   return !st || st->first != start_time_ || st->second;
 }
 
-LimitRestorer::LimitRestorer(const DeviceSlots& devices, std::function<void(const std::string&)> log)
+LimitRestorer::LimitRestorer(const DeviceSlots& devices, std::function<void(const std::string&)> log,
+                             std::string state_dir)
     : devices_(devices),
       log_(std::move(log)),
       claims_(devices.gpus.size() * kKinds),
       generation_(devices.gpus.size() * kKinds, 0),
-      default_(devices.gpus.size()) {
+      default_(devices.gpus.size()),
+      state_dir_(std::move(state_dir)),
+      boot_id_(read_boot_id()) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (!state_dir_.empty()) load_recorded();
   thread_ = std::thread([this] { watch_loop(); });
 }
 
@@ -142,6 +179,7 @@ void LimitRestorer::claimed(unsigned gpu, std::shared_ptr<const ClientProcess> o
       claims_[k] = Claim{std::move(owner), limit, Megahertz(0.0), Megahertz(0.0), generation_[k]};
     else
       claims_[k].reset();  // a setter ergd cannot name: the limit stays, nobody owns it
+    persist();
   }
   const std::uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
@@ -157,6 +195,7 @@ void LimitRestorer::clocks_claimed(unsigned gpu, Clocks domain, std::shared_ptr<
       claims_[k] = Claim{std::move(owner), MilliWatts(0.0), min, max, generation_[k]};
     else
       claims_[k].reset();  // a setter ergd cannot name: the clocks stay locked, nobody owns them
+    persist();
   }
   const std::uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
@@ -167,9 +206,11 @@ void LimitRestorer::clocks_reset(unsigned gpu, Clocks domain) {
   const unsigned k = slot(gpu, domain == Clocks::kSm ? kSmClocks : kMemoryClocks);
   ++generation_[k];
   claims_[k].reset();
+  persist();
 }
 
 void LimitRestorer::restore_exited() {
+  bool changed = false;
   for (unsigned k = 0; k < claims_.size(); ++k) {
     auto& c = claims_[k];
     if (!c || !c->owner->exited()) continue;
@@ -179,6 +220,7 @@ void LimitRestorer::restore_exited() {
     const pid_t pid = c->owner->pid();
     const Claim claim = *c;
     c.reset();
+    changed = true;
     if (kind == kPowerLimit)
       devices_.gpus[gpu].worker->post(
           [this, gpu, generation, pid, set = claim.limit] { restore(gpu, generation, pid, set); });
@@ -187,6 +229,89 @@ void LimitRestorer::restore_exited() {
         reset_clocks(gpu, kind, generation, pid, claim.min, claim.max);
       });
   }
+  // Written before the restores run: a crash between leaves a restore undone, never one done twice
+  // over a later setter's limit.
+  if (changed) persist();
+}
+
+void LimitRestorer::persist() {
+  if (state_dir_.empty()) return;
+  nlohmann::json j{{"version", 1}, {"boot_id", boot_id_}, {"claims", nlohmann::json::array()}};
+  for (unsigned k = 0; k < claims_.size(); ++k) {
+    const auto& c = claims_[k];
+    if (!c) continue;
+    const unsigned gpu = k / kKinds;
+    nlohmann::json e{{"gpu", gpu},
+                     {"uuid", devices_.gpus[gpu].gpu->uuid()},
+                     {"kind", kind_name(k % kKinds)},
+                     {"pid", c->owner->pid()},
+                     {"start_time", c->owner->start_time()}};
+    if (k % kKinds == kPowerLimit) {
+      e["limit_mw"] = c->limit.value();
+      if (default_[gpu]) e["default_mw"] = default_[gpu]->value();
+    } else {
+      e["min_mhz"] = c->min.value();
+      e["max_mhz"] = c->max.value();
+    }
+    j["claims"].push_back(std::move(e));
+  }
+  const std::string path = state_dir_ + "/claims.json", tmp = path + ".tmp";
+  const std::string text = j.dump(1) + "\n";
+  bool ok = false;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0) {
+    ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+    ok = ::close(fd) == 0 && ok;
+    ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  }
+  if (!ok && !persist_failed_ && log_)
+    log_("cannot record power-limit and clock owners in " + path + ": " + std::strerror(errno) +
+         " (they are not restored if ergd restarts before their owners exit)");
+  persist_failed_ = !ok;
+}
+
+void LimitRestorer::load_recorded() {
+  const std::string path = state_dir_ + "/claims.json";
+  std::ifstream in(path);
+  if (!in) return;  // none yet
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("claims") || !j["claims"].is_array()) {
+    if (log_) log_(path + " is not a claims record ergd wrote; ignored");
+    return;
+  }
+  const bool same_boot = j.value("boot_id", std::string()) == boot_id_ && !boot_id_.empty();
+  std::lock_guard lock(mutex_);
+  for (const auto& e : j["claims"]) {
+    if (!e.is_object()) continue;
+    const std::string uuid = e.value("uuid", std::string());
+    const std::string kind = e.value("kind", std::string());
+    std::optional<unsigned> gpu;
+    for (unsigned g = 0; g < devices_.gpus.size(); ++g)
+      if (devices_.gpus[g].gpu->uuid() == uuid) gpu = g;
+    unsigned kk = kind == "power_limit" ? kPowerLimit : kind == "sm_clocks" ? kSmClocks : kMemoryClocks;
+    if (!gpu || (kind != "power_limit" && kind != "sm_clocks" && kind != "memory_clocks")) continue;
+    const pid_t pid = e.value("pid", 0);
+    if (!same_boot) {
+      if (log_)
+        log_("GPU " + std::to_string(*gpu) + ": " + kind + " set through an ergd of an earlier boot by process " +
+             std::to_string(pid) + ": the driver reset it at boot; record dropped");
+      continue;
+    }
+    auto owner = ClientProcess::adopt(pid, e.value("start_time", std::uint64_t{0}));
+    const unsigned k = slot(*gpu, static_cast<Kind>(kk));
+    ++generation_[k];
+    Claim c{std::move(owner), MilliWatts(e.value("limit_mw", 0.0)), Megahertz(e.value("min_mhz", 0.0)),
+            Megahertz(e.value("max_mhz", 0.0)), generation_[k]};
+    if (kk == kPowerLimit) {
+      if (!e.contains("default_mw")) continue;
+      default_[*gpu] = MilliWatts(e["default_mw"].get<double>());
+    }
+    if (log_)
+      log_("GPU " + std::to_string(*gpu) + ": took up the " + kind + " claim of process " + std::to_string(pid) +
+           " recorded by an earlier ergd" + (c.owner->exited() ? " (it has exited: restoring)" : " (it still runs)"));
+    claims_[k] = std::move(c);
+  }
+  // The watcher restores those whose owner has exited as soon as it starts.
 }
 
 void LimitRestorer::reset_clocks(unsigned gpu, Kind kind, std::uint64_t generation, pid_t pid, Megahertz min,

@@ -15,6 +15,12 @@
 // set or a reset of that domain reached the GPU through ergd since. There is no "changed outside
 // ergd" check for clocks: core's Gpu interface cannot read locked clocks back.
 //
+// Claims outlive ergd (state_dir): every change is written to STATE_DIR/claims.json (atomically:
+// a temporary file, fsync, rename) with each owner's pid, start time and the boot it ran in. A
+// new ergd reads it at start: a claim whose owner has exited since is restored then (the same
+// checks), one whose owner lives is adopted and restored when it exits, one from an earlier
+// boot is dropped (the driver reset the GPU at boot).
+//
 // A process is held by a pidfd (SO_PEERPIDFD from the request's socket, else pidfd_open of its
 // SO_PEERCRED pid), so pid reuse cannot fool it, and its exit is seen at once by poll(2) on a
 // watcher thread. Where pidfds are unavailable (kernels before 5.3, a seccomp filter), the pid and
@@ -52,6 +58,12 @@ class ClientProcess {
   [[nodiscard]] int pidfd() const { return pidfd_; }
   /// Whether the process has exited (a pidfd poll, else /proc/PID/stat and the start time).
   [[nodiscard]] bool exited() const;
+  /// Its start time (/proc/PID/stat field 22, clock ticks since boot): with the boot, what names
+  /// it across ergd restarts. 0 when it was gone already.
+  [[nodiscard]] std::uint64_t start_time() const { return start_time_; }
+  /// The process `pid` if it is still the one that started at `start_time` (a recorded owner,
+  /// after an ergd restart); else one that has exited.
+  static std::shared_ptr<const ClientProcess> adopt(pid_t pid, std::uint64_t start_time);
 
  private:
   ClientProcess(pid_t pid, int pidfd, std::uint64_t start_time, bool gone)
@@ -68,7 +80,9 @@ class LimitRestorer {
   static constexpr std::chrono::milliseconds kFallbackPeriod{500};
 
   /// `devices` must outlive the restorer; `log` gets one line per restore (may be empty).
-  LimitRestorer(const DeviceSlots& devices, std::function<void(const std::string&)> log);
+  /// `state_dir` non-empty: claims are kept in STATE_DIR/claims.json, and those an earlier ergd
+  /// left there are taken up (restored at once when their owner has exited).
+  LimitRestorer(const DeviceSlots& devices, std::function<void(const std::string&)> log, std::string state_dir = {});
   ~LimitRestorer();
   LimitRestorer(const LimitRestorer&) = delete;
   LimitRestorer& operator=(const LimitRestorer&) = delete;
@@ -104,6 +118,10 @@ class LimitRestorer {
   };
   static unsigned slot(unsigned gpu, Kind kind) { return gpu * kKinds + kind; }
   void watch_loop();
+  /// Writes the claims to STATE_DIR/claims.json; call with mutex_ held.
+  void persist();
+  /// Takes up the claims an earlier ergd recorded (constructor).
+  void load_recorded();
   /// Posts the restore of every claim whose owner exited; call with mutex_ held.
   void restore_exited();
   void restore(unsigned gpu, std::uint64_t generation, pid_t pid, MilliWatts limit);
@@ -116,6 +134,9 @@ class LimitRestorer {
   std::vector<std::uint64_t> generation_;           // per slot(GPU, kind): bumped by every set
   std::vector<std::optional<MilliWatts>> default_;  // per GPU: the limit to come back to
   bool stopping_ = false;
+  std::string state_dir_;  // empty: claims live in memory only
+  std::string boot_id_;    // /proc/sys/kernel/random/boot_id
+  bool persist_failed_ = false;
   int wake_fd_ = -1;  // eventfd: a new claim, or stop
   std::thread thread_;
 };

@@ -6,6 +6,9 @@
 //   erg_attacker idle (--unix PATH | --tcp HOST:PORT) N SECONDS
 //       opens N connections that send nothing and holds them; prints {"opened": n, "still_open": k}
 //       at the end (k: those the server has not closed)
+//   erg_attacker hold (--unix PATH | --tcp HOST:PORT) SECONDS METHOD TARGET [METHOD TARGET ...]
+//       makes the requests (each on its own connection), prints {"statuses": [...]}, then lives
+//       SECONDS more before it exits (a setter that owns what it set while it lives)
 //   erg_attacker flood (--unix PATH | --tcp HOST:PORT) SECONDS
 //       connects and closes at once, as fast as it can; prints {"connects": n, "failed": k}
 
@@ -119,6 +122,19 @@ int idle(const Target& t) {
   return 0;
 }
 
+int hold(const Target& t) {
+  if (t.rest.size() < 3 || t.rest.size() % 2 != 1) return 2;
+  nlohmann::json statuses = nlohmann::json::array();
+  for (std::size_t i = 1; i + 1 < t.rest.size(); i += 2) {
+    erg::client::Connection c(t.endpoint);
+    auto r = c.request(t.rest[i], t.rest[i + 1]);
+    statuses.push_back(r ? r->status : 0);
+  }
+  std::cout << nlohmann::json{{"statuses", statuses}}.dump() << std::endl;
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(t.rest[0].c_str())));
+  return 0;
+}
+
 int flood(const Target& t) {
   if (t.rest.size() != 1) return 2;
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::atof(t.rest[0].c_str()));
@@ -141,13 +157,14 @@ int flood(const Target& t) {
 int main(int argc, char** argv) {
   Target t;
   if (argc < 2 || !parse_target(argc, argv, t)) {
-    std::cerr << "usage: erg_attacker (request|idle|flood) (--unix PATH | --tcp HOST:PORT) ...\n";
+    std::cerr << "usage: erg_attacker (request|idle|hold|flood) (--unix PATH | --tcp HOST:PORT) ...\n";
     return 2;
   }
   const std::string mode = argv[1];
   if (mode == "request") return request(t);
   if (mode == "idle") return idle(t);
   if (mode == "flood") return flood(t);
+  if (mode == "hold") return hold(t);
   std::cerr << "erg_attacker: unknown attack '" << mode << "'\n";
   return 2;
 }

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -108,12 +109,12 @@ class Security : public ::testing::Test {
       ::unsetenv(v);
   }
 
-  /// ergd over a simulated 2xA100 with two CPU packages, socket mode 0666 (every local user can
-  /// connect: the allow lists decide), plus `flags`.
-  std::unique_ptr<BackgroundShell> start_ergd(const std::string& flags) {
-    return std::make_unique<BackgroundShell>("exec " + shell_quote(ERGD_PATH) +
-                                             " --simulate 2xA100 --socket-mode 0666 --socket-path " +
-                                             shell_quote(socket_) + " " + flags);
+  /// ergd over a simulated 2xA100 with two CPU packages (`simulate` false: the machine this
+  /// process exported), socket mode 0666 (every local user can connect: the allow lists decide),
+  /// plus `flags`.
+  std::unique_ptr<BackgroundShell> start_ergd(const std::string& flags, bool simulate = true) {
+    return std::make_unique<BackgroundShell>("exec " + shell_quote(ERGD_PATH) + (simulate ? " --simulate 2xA100" : "") +
+                                             " --socket-mode 0666 --socket-path " + shell_quote(socket_) + " " + flags);
   }
   /// Waits for ergd to serve (its socket answers /time) or exit.
   bool wait_serving(BackgroundShell& ergd) {
@@ -307,6 +308,55 @@ TEST_F(Security, Item7ConnectFloodDoesNotDenyOthers) {
       connects, f.failed, f.ms.size(), f.p(0.5), f.p(0.99));
   EXPECT_EQ(f.failed, 0) << f.last_failure;
   EXPECT_LT(f.p(0.99), 100.0);
+}
+
+// Item 11: after ergd was killed or restarted while a setter held a power limit or locked clocks,
+// nothing restored them. ergd now records who owns what (--state-dir): killed with SIGKILL, then
+// restarted, it restores the limit of a setter that exited while it was down, and adopts the
+// clocks of one that still runs, resetting them when that one exits.
+TEST_F(Security, Item11LimitsComeBackAcrossAnErgdRestart) {
+  auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=0"));
+  ASSERT_TRUE(made) << made.error().message;
+  auto machine = std::move(*made);
+  ASSERT_TRUE(machine->export_env());  // both ergds serve this machine
+  const double default_mw = machine->status(0)->power_limit.value();
+  const std::string state = dir_.path() + "/state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  const std::string flags = "--state-dir " + shell_quote(state);
+  auto ergd = start_ergd(flags, false);
+  ASSERT_TRUE(wait_serving(*ergd)) << ergd->err();
+  auto setter = [&](double seconds, const std::string& method, const std::string& target) {
+    auto s = std::make_unique<BackgroundShell>("exec " + shell_quote(ATTACKER_PATH) + " hold --unix " +
+                                               shell_quote(socket_) + " " + std::to_string(seconds) + " " + method +
+                                               " " + shell_quote(target));
+    for (int i = 0; i < 1000 && s->out().find("statuses") == std::string::npos; ++i) std::this_thread::sleep_for(5ms);
+    EXPECT_NE(s->out().find("[200]"), std::string::npos) << s->out() << s->err();
+    return s;
+  };
+  // A: GPU 0's limit, exits while ergd is down. B: GPU 1's SM clocks, outlives the restart.
+  auto a = setter(1.0, "POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000&block=true");
+  auto b = setter(5.0, "POST", "/gpu/set_gpu_locked_clocks?gpu_ids=1&min_clock_mhz=1005&max_clock_mhz=1005&block=true");
+  EXPECT_EQ(machine->status(0)->power_limit.value(), 200000.0);
+  EXPECT_EQ(machine->status(1)->locked_sm_max.value(), 1005.0);
+  ergd->signal(SIGKILL);
+  ASSERT_TRUE(ergd->wait(5s));
+  ASSERT_TRUE(a->wait(5s));  // A exits while no ergd runs
+  EXPECT_EQ(machine->status(0)->power_limit.value(), 200000.0);
+
+  auto again = start_ergd(flags, false);
+  ASSERT_TRUE(wait_serving(*again)) << again->err();
+  for (int i = 0; i < 300 && machine->status(0)->power_limit.value() != default_mw; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(machine->status(0)->power_limit.value(), default_mw) << again->err();
+  // B still runs: its clocks stay locked until it exits.
+  EXPECT_EQ(machine->status(1)->locked_sm_max.value(), 1005.0) << again->err();
+  ASSERT_TRUE(b->wait(10s));
+  for (int i = 0; i < 300 && machine->status(1)->locked_sm_max.value() != 0.0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(machine->status(1)->locked_sm_max.value(), 0.0) << again->err();
+  EXPECT_NE(again->err().find("restored the default limit"), std::string::npos) << again->err();
+  EXPECT_NE(again->err().find("reset its locked SM clocks"), std::string::npos) << again->err();
+  for (const char* v : {"ERG_SIMULATE", "ERG_SIM_STATE", "ERG_NVML_LIBRARY", "ERG_AMDSMI_LIBRARY", "ERG_POWERCAP_ROOT"})
+    ::unsetenv(v);
 }
 
 // Item 8: `erg exporter` showed every user's GPU processes (pid, command, container, pod,

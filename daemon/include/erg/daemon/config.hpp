@@ -67,6 +67,11 @@ struct Config {
   /// (over the Unix socket) has exited, unless a live process set it since (docs/ergd.md,
   /// "Power limits come back when their setter exits"). `--no-restore-on-exit` turns it off.
   bool restore_limits_on_exit = true;
+  /// Where ergd keeps who owns each power limit and locked clocks (claims.json), so an ergd
+  /// restarted while an owner lives, or after it exited, still restores them. Empty: kept in
+  /// memory only. `--state-dir` (default /var/lib/ergd, systemd's StateDirectory=ergd; when it
+  /// does not exist, or others may write to it, ergd says so and keeps claims in memory).
+  std::string state_dir;
   /// /metrics: the `node` label on every series (`--metrics-node`); nullopt: the host's name,
   /// empty: no node label.
   std::optional<std::string> metrics_node;
