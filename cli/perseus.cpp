@@ -156,7 +156,8 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
       ->check(CLI::PositiveNumber);
   serve->add_option("--listen", o->listen, "HOST:PORT (default 127.0.0.1:7787; port 0 picks a free one)");
   serve->add_option("--dump-dir", o->dump_dir,
-                    "Write ranks.json, N.sched.json and N.prof.json per job under this folder (default: no dumps)");
+                    "Write ranks.json, N.sched.json and N.prof.json per job in a new folder under this one, "
+                    "named for the job id with unsafe bytes replaced (docs/perseus.md; default: no dumps)");
   serve
       ->add_option("--max-job-idle", o->max_job_idle_s,
                    "Evict a job no request touched for this many seconds "

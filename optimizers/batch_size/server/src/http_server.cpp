@@ -5,6 +5,8 @@
 #include <chrono>
 #include <thread>
 
+#include "erg/optimizers/http_guard.hpp"
+
 namespace erg::batch_size::server {
 
 struct HttpServer::Impl {
@@ -31,6 +33,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   const int threads = options.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(options.max_body_bytes);
+  http_guard::refuse_unbounded_bodies(s, options.max_body_bytes);
   // httplib writes a response's headers and body separately: without TCP_NODELAY the body waits
   // for the client's delayed ACK (40 ms on Linux) on a kept-alive connection.
   s.set_tcp_nodelay(true);

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "erg/optimizers/http_guard.hpp"
+
 namespace erg::pipeline_frequency::server {
 
 struct HttpServer::Impl {
@@ -38,6 +40,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   const int threads = options.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(options.max_body_bytes);
+  http_guard::refuse_unbounded_bodies(s, options.max_body_bytes);
   // Without TCP_NODELAY a kept-alive response's body waits for the client's delayed ACK (40 ms).
   s.set_tcp_nodelay(true);
   // A waiting GET /schedule runs inside its handler, which httplib's read and write timeouts do

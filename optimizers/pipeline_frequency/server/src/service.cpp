@@ -1,8 +1,15 @@
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
@@ -26,7 +33,7 @@ struct Service::Job {
   int waiters = 0;
   std::optional<Reply> failure;  ///< Set when evicted: what its waiting GETs answer.
   std::chrono::system_clock::time_point last_seen;
-  std::filesystem::path dump;  ///< Empty when not dumping.
+  std::filesystem::path dump;  ///< Its dump folder, made new at registration; empty when not dumping.
   std::condition_variable cv;
 };
 
@@ -197,12 +204,62 @@ json result_json(const ProfilingResult& r) {
   return j;
 }
 
-/// Dump files are a record for later study; failing to write one must not stop training, so a
-/// failure is left out of the reply (the folder itself is checked when the job registers).
-void dump_file(const std::filesystem::path& dir, const std::string& name, const json& j) {
+/// Writes `text` to the file `name` in the job's folder `dir`, following no symlink: neither the
+/// folder nor the file may be one (someone who can write to the dump folder could swap one in).
+/// `exclusive` leaves a file that exists as it is. Dump files are a record for later study;
+/// failing to write one must not stop training, so a failure is left out of the reply (the
+/// folder itself is checked when the job registers).
+void dump_text(const std::filesystem::path& dir, const char* name, const std::string& text, bool exclusive = false) {
   if (dir.empty()) return;
-  std::ofstream out(dir / name);
-  out << j.dump(2) << "\n";
+  const int folder = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (folder < 0) return;
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
+  const int fd = ::openat(folder, name, flags, 0644);
+  ::close(folder);
+  if (fd < 0) return;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto n = ::write(fd, text.data() + at, text.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    at += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+void dump_file(const std::filesystem::path& dir, const std::string& name, const json& j) {
+  dump_text(dir, name.c_str(), j.dump(2) + "\n");
+}
+
+/// A byte of a dump folder's name that is kept as it is; every other becomes '_'.
+bool folder_char(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == '-' || c == '+';
+}
+
+/// Makes a new folder for a job's dumps directly under `dump_dir`: dump_folder_name of the id, or
+/// that name with "~2", "~3", … when a file, folder or link of the name exists (one is never
+/// reused, so a link planted under a predictable job id is never followed).
+Result<std::filesystem::path> make_dump_folder(const std::filesystem::path& dump_dir, std::string_view job_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(dump_dir, ec);
+  if (ec) return fail(ErrorCode::kIo, "cannot create dump folder " + dump_dir.string() + ": " + ec.message());
+  const std::string name = dump_folder_name(job_id);
+  constexpr int kTries = 100;
+  for (int n = 1; n <= kTries; ++n) {
+    const std::string candidate = n == 1 ? name : name + "~" + std::to_string(n);
+    const auto path = dump_dir / candidate;
+    // dump_folder_name makes one path component; checked again here, where it matters: the
+    // path's lexical parent must be the dump folder.
+    if (candidate == "." || candidate == ".." || candidate.find('/') != std::string::npos ||
+        path.parent_path() != (dump_dir / "_").parent_path())
+      return fail(ErrorCode::kInternal,
+                  "dump folder name " + candidate + " is not a folder directly under " + dump_dir.string());
+    // mkdir follows no link in its last component: an existing name of any kind is EEXIST.
+    if (::mkdir(path.c_str(), 0755) == 0) return path;
+    if (errno != EEXIST)
+      return fail(ErrorCode::kIo, "cannot create dump folder " + path.string() + ": " + std::strerror(errno));
+  }
+  return fail(ErrorCode::kIo, "cannot create dump folder " + (dump_dir / name).string() + ": it and " +
+                                  std::to_string(kTries - 1) + " numbered ones exist");
 }
 
 std::string ranks_list(const std::vector<int>& ranks) {
@@ -212,6 +269,26 @@ std::string ranks_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+std::string dump_folder_name(std::string_view job_id) {
+  constexpr std::size_t kMaxKept = 128;
+  bool kept = !job_id.empty() && job_id.size() <= kMaxKept && job_id.front() != '.' && job_id.front() != '-';
+  std::string name;
+  for (std::size_t i = 0; i < job_id.size() && i < kMaxKept; ++i) {
+    const auto c = static_cast<unsigned char>(job_id[i]);
+    const bool keep = folder_char(c) && !(i == 0 && (c == '.' || c == '-'));
+    kept = kept && keep;
+    name += keep ? static_cast<char>(c) : '_';
+  }
+  if (kept) return name;
+  // FNV-1a (64-bit) of the whole id, its low 32 bits as 8 hex digits: ids that sanitize alike
+  // (or share their first 128 bytes) get different names. '~' is in no kept id.
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : job_id) h = (h ^ c) * 1099511628211ull;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "~%08x", static_cast<unsigned>(h & 0xffffffffu));
+  return name + suffix;
+}
 
 Reply error_reply(int status, std::string_view message) {
   return Reply{status, answer_text(json{{"message", message}})};
@@ -302,10 +379,10 @@ Reply Service::register_job(std::string_view body) {
   job->results.resize(n);
   job->last_seen = now;
   if (options_.dump_data) {
-    job->dump = options_.dump_dir / info->job_id;
-    std::error_code ec;
-    std::filesystem::create_directories(job->dump, ec);
-    if (ec) return error_reply(500, "cannot create dump folder " + job->dump.string() + ": " + ec.message());
+    // Never dump_dir / job_id: the id holds the client's job_metadata ("/../../x", a link's name).
+    auto folder = make_dump_folder(options_.dump_dir, info->job_id);
+    if (!folder) return error_reply(500, folder.error().message);
+    job->dump = std::move(*folder);
   }
   jobs_.emplace(info->job_id, std::move(job));
   return Reply{200, answer_text(json(info->job_id))};
@@ -460,10 +537,7 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
   if (!job->dump.empty()) {
     const json state = json::parse(job->scheduler->state_json(), nullptr, false);
     if (!state.is_discarded() && !state.is_null()) dump_file(job->dump, "scheduler.json", state);
-    if (auto csv = job->scheduler->profile_csv(); csv && !std::filesystem::exists(job->dump / "profile.csv")) {
-      std::ofstream out(job->dump / "profile.csv");  // a failure is left out of the reply, as dump_file's
-      out << *csv;
-    }
+    if (auto csv = job->scheduler->profile_csv()) dump_text(job->dump, "profile.csv", *csv, /*exclusive=*/true);
   }
   if (!observed) {
     Reply why = error_reply(500, "job " + job_id + " evicted: the scheduler failed after round " +

@@ -175,8 +175,10 @@ inline constexpr std::chrono::seconds kDefaultMaxJobIdle{7 * 24 * 3600};
 
 struct ServiceOptions {
   SchedulerConfig scheduler;
-  bool dump_data = false;                   ///< Write ranks.json, {n}.prof.json, {n}.sched.json.
-  std::filesystem::path dump_dir = "dump";  ///< Per job, a folder named for its id.
+  bool dump_data = false;  ///< Write ranks.json, {n}.prof.json, {n}.sched.json.
+  /// Per job, a new folder directly under it that the server names (dump_folder_name); the
+  /// dump_dir itself is created if missing.
+  std::filesystem::path dump_dir = "dump";
   /// A job no request touched for longer is evicted (checked on every request and evict_idle()).
   /// Jobs with a waiting GET are never idle (their own rank_timeout ends them). Zero disables.
   std::chrono::seconds max_job_idle_time = kDefaultMaxJobIdle;
@@ -227,6 +229,16 @@ class Service {
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   bool closed_ = false;
 };
+
+/// The name of a job's dump folder under ServiceOptions::dump_dir. The job id holds the client's
+/// job_metadata, so it is never used as a path: the name is the id itself when the id is at most
+/// 128 bytes of ASCII letters, digits and `._+-` not starting with '.' or '-' (every id without
+/// metadata, and with such metadata); otherwise the id's first 128 bytes with every other byte
+/// (and a leading '.' or '-') replaced by '_', then '~' and 8 hex digits of a hash of the whole id,
+/// so ids that read alike keep apart. Always one path component: never empty, "." or "..", no
+/// '/'. register_job makes the folder new: when a file, folder or link of that name exists, the
+/// job gets "<name>~2", "<name>~3", …, and a dump file is never written through a link.
+std::string dump_folder_name(std::string_view job_id);
 
 /// `{"message": message}` with `status`.
 Reply error_reply(int status, std::string_view message);
