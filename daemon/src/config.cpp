@@ -223,6 +223,10 @@ Result<Config> parse_command_line(int argc, char** argv) {
     return fail(ErrorCode::kInvalidArgument, e.what());
   }
   config.restore_limits_on_exit = !no_restore;
+  // A simulated ergd keeps its owners in memory unless told where: it must never touch the
+  // records of the node's real ergd.
+  if (app.count("--state-dir") == 0 && (config.simulate || std::getenv("ERG_SIMULATE") != nullptr))
+    config.state_dir.clear();
   config.idle_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(idle_s * 1000));
   config.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(request_s * 1000));
   config.write_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(write_s * 1000));

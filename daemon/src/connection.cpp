@@ -105,7 +105,9 @@ void Server::serve(int fd, const Peer& connected, Deadline& deadline) {
       deadline.store(partial ? (request_since + config_.request_timeout).time_since_epoch().count() : kIdleDeadline,
                      std::memory_order_relaxed);
       ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-      deadline.store(0, std::memory_order_relaxed);
+      // Evicted while it waited (Server::evict_idle): its slot went to another connection, so
+      // whatever arrived is not served.
+      if (deadline.exchange(0, std::memory_order_relaxed) == kEvicted) return;
       if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
       if (n == 0 && partial && Clock::now() >= request_since + config_.request_timeout && !stopping_.load()) {
         error_and_linger(fd, 408, "request timeout", write_timeout);

@@ -3,10 +3,15 @@
 
 #include "erg/daemon/daemon.hpp"
 
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "device_slots.hpp"
 #include "erg/daemon/auth.hpp"
@@ -57,6 +62,10 @@ struct Daemon::Impl {
   std::unique_ptr<Router> router;
   std::unique_ptr<Server> server;
   std::vector<std::string> warnings;  // the configuration's (the server adds its own at start)
+  int state_lock = -1;                // flock(2) on STATE_DIR/lock while this daemon lives
+  ~Impl() {
+    if (state_lock >= 0) ::close(state_lock);
+  }
 };
 
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -136,6 +145,16 @@ Result<std::unique_ptr<Daemon>> Daemon::create(Config config, Inventory inventor
         why = "is owned by uid " + std::to_string(st.st_uid);
       else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
         why = "is writable by other users";
+      if (why.empty()) {
+        // One ergd per state directory: another (a second instance, a test) must not rewrite
+        // this one's records. The lock lives as long as the daemon.
+        const std::string lock_path = state_dir + "/lock";
+        impl->state_lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (impl->state_lock < 0)
+          why = "cannot be locked (" + lock_path + ": " + std::strerror(errno) + ")";
+        else if (::flock(impl->state_lock, LOCK_EX | LOCK_NB) != 0)
+          why = "is in use by another ergd";
+      }
       if (!why.empty()) {
         impl->warnings.push_back("state directory " + state_dir + " " + why +
                                  ": who owns each power limit and locked clocks is kept in memory only (not restored "

@@ -210,7 +210,6 @@ void LimitRestorer::clocks_reset(unsigned gpu, Clocks domain) {
 }
 
 void LimitRestorer::restore_exited() {
-  bool changed = false;
   for (unsigned k = 0; k < claims_.size(); ++k) {
     auto& c = claims_[k];
     if (!c || !c->owner->exited()) continue;
@@ -220,7 +219,6 @@ void LimitRestorer::restore_exited() {
     const pid_t pid = c->owner->pid();
     const Claim claim = *c;
     c.reset();
-    changed = true;
     if (kind == kPowerLimit)
       devices_.gpus[gpu].worker->post(
           [this, gpu, generation, pid, set = claim.limit] { restore(gpu, generation, pid, set); });
@@ -229,9 +227,9 @@ void LimitRestorer::restore_exited() {
         reset_clocks(gpu, kind, generation, pid, claim.min, claim.max);
       });
   }
-  // Written before the restores run: a crash between leaves a restore undone, never one done twice
-  // over a later setter's limit.
-  if (changed) persist();
+  // The record goes when the restore has run (restore() and reset_clocks() write the file): a
+  // crash in between leaves it, and the next ergd restores again (the same checks make that
+  // harmless: a limit changed since is left alone).
 }
 
 void LimitRestorer::persist() {
@@ -279,10 +277,19 @@ void LimitRestorer::load_recorded() {
     if (log_) log_(path + " is not a claims record ergd wrote; ignored");
     return;
   }
-  const bool same_boot = j.value("boot_id", std::string()) == boot_id_ && !boot_id_.empty();
+  const bool same_boot =
+      j.contains("boot_id") && j["boot_id"].is_string() && j["boot_id"] == boot_id_ && !boot_id_.empty();
   std::lock_guard lock(mutex_);
   for (const auto& e : j["claims"]) {
-    if (!e.is_object()) continue;
+    // A record of the wrong shape is skipped, never fatal: ergd starts whatever the file holds.
+    auto number = [&](const char* key) { return e.contains(key) && e[key].is_number(); };
+    if (!e.is_object() || !e.contains("uuid") || !e["uuid"].is_string() || !e.contains("kind") ||
+        !e["kind"].is_string() || !number("pid") || !number("start_time") ||
+        (e.contains("limit_mw") && !number("limit_mw")) || (e.contains("default_mw") && !number("default_mw")) ||
+        (e.contains("min_mhz") && !number("min_mhz")) || (e.contains("max_mhz") && !number("max_mhz"))) {
+      if (log_) log_(path + ": a malformed record skipped");
+      continue;
+    }
     const std::string uuid = e.value("uuid", std::string());
     const std::string kind = e.value("kind", std::string());
     std::optional<unsigned> gpu;
@@ -290,21 +297,22 @@ void LimitRestorer::load_recorded() {
       if (devices_.gpus[g].gpu->uuid() == uuid) gpu = g;
     unsigned kk = kind == "power_limit" ? kPowerLimit : kind == "sm_clocks" ? kSmClocks : kMemoryClocks;
     if (!gpu || (kind != "power_limit" && kind != "sm_clocks" && kind != "memory_clocks")) continue;
-    const pid_t pid = e.value("pid", 0);
+    const pid_t pid = static_cast<pid_t>(e["pid"].get<double>());
     if (!same_boot) {
       if (log_)
         log_("GPU " + std::to_string(*gpu) + ": " + kind + " set through an ergd of an earlier boot by process " +
              std::to_string(pid) + ": the driver reset it at boot; record dropped");
       continue;
     }
-    auto owner = ClientProcess::adopt(pid, e.value("start_time", std::uint64_t{0}));
+    auto owner = ClientProcess::adopt(pid, static_cast<std::uint64_t>(e["start_time"].get<double>()));
     const unsigned k = slot(*gpu, static_cast<Kind>(kk));
     ++generation_[k];
-    Claim c{std::move(owner), MilliWatts(e.value("limit_mw", 0.0)), Megahertz(e.value("min_mhz", 0.0)),
-            Megahertz(e.value("max_mhz", 0.0)), generation_[k]};
+    auto get = [&](const char* key) { return e.contains(key) ? e[key].get<double>() : 0.0; };
+    Claim c{std::move(owner), MilliWatts(get("limit_mw")), Megahertz(get("min_mhz")), Megahertz(get("max_mhz")),
+            generation_[k]};
     if (kk == kPowerLimit) {
       if (!e.contains("default_mw")) continue;
-      default_[*gpu] = MilliWatts(e["default_mw"].get<double>());
+      default_[*gpu] = MilliWatts(get("default_mw"));
     }
     if (log_)
       log_("GPU " + std::to_string(*gpu) + ": took up the " + kind + " claim of process " + std::to_string(pid) +
@@ -322,6 +330,13 @@ void LimitRestorer::reset_clocks(unsigned gpu, Kind kind, std::uint64_t generati
   }
   Gpu& g = *devices_.gpus[gpu].gpu;
   const char* domain = kind == kSmClocks ? "SM" : "memory";
+  struct Persist {
+    LimitRestorer* self;
+    ~Persist() {
+      std::lock_guard lock(self->mutex_);
+      self->persist();
+    }
+  } written_after{this};
   const std::string who = "GPU " + std::to_string(gpu) + ": process " + std::to_string(pid) + ", which locked its " +
                           domain + " clocks to " + mhz_range(min, max) + " through ergd, has exited; ";
   auto r = kind == kSmClocks ? g.reset_gpu_locked_clocks() : g.reset_memory_locked_clocks();
@@ -342,6 +357,13 @@ void LimitRestorer::restore(unsigned gpu, std::uint64_t generation, pid_t pid, M
   }
   if (!back) return;
   Gpu& g = *devices_.gpus[gpu].gpu;
+  struct Persist {
+    LimitRestorer* self;
+    ~Persist() {
+      std::lock_guard lock(self->mutex_);
+      self->persist();
+    }
+  } written_after{this};
   const std::string who = "GPU " + std::to_string(gpu) + ": process " + std::to_string(pid) +
                           ", which set its power limit to " + watts(set) + " through ergd, has exited; ";
   auto now = g.power_limit();

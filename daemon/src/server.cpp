@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <shared_mutex>
 #include <utility>
 
 #include "connection.hpp"
@@ -123,6 +124,7 @@ void Server::stop() {
   }
   if (watchdog_.joinable()) watchdog_.join();
   {
+    refuser_stop_.store(true);  // the acceptors are joined: nothing more can be refused
     char w = 1;
     [[maybe_unused]] auto wrote = ::write(refuser_pipe_[1], &w, 1);
   }
@@ -150,7 +152,13 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
     // Everything the backlog holds, before polling again: a connect flood must not fill it (a
     // full backlog refuses every user's connect, not the flooder's).
     for (int batch = 0; batch < 1024 && !stopping_.load(); ++batch) {
-      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);  // the listener is non-blocking
+      int fd = -1;
+      {
+        // Shared among acceptors; refuse_without_files takes it alone, so no accept can take the
+        // descriptor it frees for a moment.
+        std::shared_lock accepting(accept_mutex_);
+        fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);  // the listener is non-blocking
+      }
       if (fd >= 0) {
         admit(fd, unix_socket);
         continue;
@@ -165,7 +173,7 @@ void Server::accept_loop(int listen_fd, bool unix_socket) {
 void Server::refuse_without_files(int listen_fd) {
   // The client would wait in the backlog until a descriptor is freed, maybe for ever: give up
   // the spare for a moment to accept it and answer 503.
-  std::lock_guard lock(spare_mutex_);
+  std::unique_lock lock(accept_mutex_);
   if (spare_fd_ >= 0) {
     ::close(std::exchange(spare_fd_, -1));
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -301,15 +309,33 @@ void Server::release(int fd) {
 
 bool Server::evict_idle(Bucket bucket) {
   // The longest idle: the earliest idle deadline; one the watchdog has not stamped yet
-  // (kIdleDeadline) became idle last.
-  std::map<int, Connection>::iterator victim = connections_.end();
-  std::int64_t earliest = 0;
+  // (kIdleDeadline) became idle last, the latest admitted of those last of all. One with bytes
+  // waiting is not idle any more.
+  std::vector<std::map<int, Connection>::iterator> idle;
   for (auto it = connections_.begin(); it != connections_.end(); ++it) {
     if (!it->second.counted || it->second.bucket != bucket) continue;
     const std::int64_t d = it->second.deadline->load(std::memory_order_relaxed);
-    if (d >= 0) continue;  // receiving a request, or answering one
-    const std::int64_t due = d == kIdleDeadline ? std::numeric_limits<std::int64_t>::max() : -d;
-    if (victim == connections_.end() || due < earliest) victim = it, earliest = due;
+    if (d >= 0 || d == kEvicted) continue;  // receiving a request, or answering one
+    idle.push_back(it);
+  }
+  auto due = [](const std::map<int, Connection>::iterator& it) {
+    const std::int64_t d = it->second.deadline->load(std::memory_order_relaxed);
+    return d == kIdleDeadline || d >= 0 ? std::numeric_limits<std::int64_t>::max() : -d;
+  };
+  std::sort(idle.begin(), idle.end(), [&](const auto& a, const auto& b) {
+    const auto da = due(a), db = due(b);
+    return da != db ? da < db : a->second.admitted < b->second.admitted;
+  });
+  std::map<int, Connection>::iterator victim = connections_.end();
+  for (auto& it : idle) {
+    char probe = 0;
+    if (::recv(it->first, &probe, 1, MSG_PEEK | MSG_DONTWAIT) > 0) continue;  // a request is arriving
+    // Taken only if it is still waiting: its thread swaps the deadline to 0 when its recv returns.
+    std::int64_t d = it->second.deadline->load(std::memory_order_relaxed);
+    if (d >= 0 || d == kEvicted) continue;
+    if (!it->second.deadline->compare_exchange_strong(d, kEvicted, std::memory_order_relaxed)) continue;
+    victim = it;
+    break;
   }
   if (victim == connections_.end()) return false;
   victim->second.counted = false;
@@ -355,7 +381,7 @@ void Server::refuser_loop() {
     for (std::size_t i = 0; i < waiting.size();) {
       const bool done =
           heads[i].find("\r\n\r\n") != std::string::npos || heads[i].size() > 16384 || now >= waiting[i].until;
-      if (done || stopping_.load()) {
+      if (done || refuser_stop_.load()) {
         refuse(waiting[i].fd, waiting[i].why);
         waiting[i] = std::move(waiting.back());
         waiting.pop_back();
@@ -365,7 +391,11 @@ void Server::refuser_loop() {
       }
       ++i;
     }
-    if (stopping_.load() && waiting.empty()) return;
+    if (refuser_stop_.load() && waiting.empty()) {
+      std::lock_guard lock(refused_mutex_);
+      if (refused_.empty()) return;
+      continue;
+    }
     polls.assign(1, pollfd{refuser_pipe_[0], POLLIN, 0});
     for (const auto& r : waiting) polls.push_back(pollfd{r.fd, POLLIN, 0});
     int timeout = -1;
@@ -416,7 +446,7 @@ void Server::watchdog_loop() {
         continue;
       }
       // SHUT_RD: the blocked recv returns 0; the thread can still answer 408.
-      if (d != 0 && now >= (d < 0 ? -d : d)) ::shutdown(fd, SHUT_RD);
+      if (d != 0 && d != kEvicted && now >= (d < 0 ? -d : d)) ::shutdown(fd, SHUT_RD);
     }
   }
 }

@@ -10,10 +10,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -55,6 +57,9 @@ class Server {
   /// timer (SO_RCVTIMEO arms one per wait) and read no clock per request.
   using Deadline = std::atomic<std::int64_t>;
   static constexpr std::int64_t kIdleDeadline = -1;
+  /// An idle connection evict_idle took (from a negative value, atomically): its thread leaves
+  /// without serving what it may have received meanwhile.
+  static constexpr std::int64_t kEvicted = std::numeric_limits<std::int64_t>::min();
   /// Peers counted together against the per-uid limit: a uid, or every peer without one (TCP).
   using Bucket = std::uint64_t;
   static constexpr Bucket kNoUid = Bucket{1} << 32;
@@ -97,8 +102,8 @@ class Server {
   std::vector<std::thread> acceptors_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
-  std::mutex spare_mutex_;
-  int spare_fd_ = -1;  // /dev/null, closed for a moment to accept a client when out of fds
+  std::shared_mutex accept_mutex_;  // accept4 (shared) vs. the spare's close/accept/reopen (alone)
+  int spare_fd_ = -1;               // /dev/null, closed for a moment to accept a client when out of fds
   std::mutex mutex_;
   std::condition_variable idle_;
   std::condition_variable watchdog_cv_;
@@ -127,6 +132,7 @@ class Server {
   std::vector<Refused> refused_;
   int refuser_pipe_[2] = {-1, -1};
   std::thread refuser_;
+  std::atomic<bool> refuser_stop_{false};  // set once no acceptor can refuse any more
 };
 
 }  // namespace erg::daemon

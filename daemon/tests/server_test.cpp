@@ -386,17 +386,27 @@ TEST(Server, IdleTcpConnectionsGiveWayToNewOnes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // admitted in this order
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  for (int k = 0; k < 5; ++k) {
+  auto closed = [](int fd, int wait_ms) {
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
+    char b;
+    return ::poll(&p, 1, wait_ms) == 1 && ::recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+  };
+  {
     client::Connection t(client::Endpoint{"", "127.0.0.1", f->daemon->tcp_port(), ""});
     auto r = t.request("GET", "/time");
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->status, 200) << r->body;
   }
-  // The first idle connection was closed to make room (the oldest goes first).
-  pollfd p{idle[0], POLLIN | POLLRDHUP, 0};
-  EXPECT_EQ(::poll(&p, 1, 1000), 1);
-  char b;
-  EXPECT_EQ(::recv(idle[0], &b, 1, MSG_DONTWAIT), 0);
+  // One connection made room: the oldest idle one, the others are untouched.
+  EXPECT_TRUE(closed(idle[0], 1000));
+  EXPECT_FALSE(closed(idle[1], 50));
+  EXPECT_FALSE(closed(idle[2], 50));
+  for (int k = 0; k < 4; ++k) {
+    client::Connection t(client::Endpoint{"", "127.0.0.1", f->daemon->tcp_port(), ""});
+    auto r = t.request("GET", "/time");
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, 200) << r->body;
+  }
   for (int fd : idle) ::close(fd);
 }
 

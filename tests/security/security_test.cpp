@@ -359,6 +359,28 @@ TEST_F(Security, Item11LimitsComeBackAcrossAnErgdRestart) {
     ::unsetenv(v);
 }
 
+// Item 11, the records themselves: a malformed claims.json never stops ergd, and a second ergd
+// on the same state directory leaves the first one's records alone.
+TEST_F(Security, Item11RecordsAreReadSafelyAndOwnedByOneErgd) {
+  const std::string state = dir_.path() + "/state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+  std::ofstream(state + "/claims.json")
+      << R"({"version": 1, "boot_id": 7, "claims": [7, {"uuid": 5, "kind": "power_limit", "pid": "x"},)"
+      << R"( {"uuid": "GPU-x", "kind": "sm_clocks", "pid": 1, "start_time": "never"}]})";
+  auto ergd = start_ergd("--state-dir " + shell_quote(state));
+  ASSERT_TRUE(wait_serving(*ergd)) << ergd->err();
+  EXPECT_NE(ergd->err().find("malformed record skipped"), std::string::npos) << ergd->err();
+  std::ofstream(state + "/claims.json") << "not json";
+  const std::string first_socket = socket_;
+  socket_ = dir_.path() + "/second.sock";
+  auto second = start_ergd("--state-dir " + shell_quote(state));
+  ASSERT_TRUE(wait_serving(*second)) << second->err();
+  EXPECT_NE(second->err().find("is in use by another ergd"), std::string::npos) << second->err();
+  socket_ = first_socket;
+  // Neither a simulated ergd without --state-dir touches the default directory.
+  EXPECT_EQ(ergd->err().find("/var/lib/ergd"), std::string::npos) << ergd->err();
+}
+
 // Item 8: `erg exporter` showed every user's GPU processes (pid, command, container, pod,
 // energy) to any peer that connects. Its per-process series are now off unless asked for, and
 // asked for, a start-up warning says who sees them.
