@@ -312,7 +312,7 @@ TEST(PrometheusProcessMetrics, ErgExporterShowsARealProcessUntilItExits) {
   auto machine = std::move(*made);
   ASSERT_TRUE(machine->export_env());
   const std::string erg = testing::shell_quote(ERG_CLI_PATH);
-  testing::BackgroundShell exporter("exec " + erg + " exporter --listen 127.0.0.1:0 --json");
+  testing::BackgroundShell exporter("exec " + erg + " exporter --listen 127.0.0.1:0 --json --process-metrics");
   int port = 0;
   for (int i = 0; i < 200 && port == 0; ++i) {
     const std::string out = exporter.out();
