@@ -61,6 +61,28 @@ CLI::Validator number_check(bool zero_allowed) {
 }  // namespace
 
 CLI::Validator positive_number() { return number_check(false); }
+
+void add_connection_options(CLI::App& command, http_guard::Limits& limits) {
+  command
+      .add_option("--max-connections", limits.max_connections,
+                  "Open connections served at once, each on its own thread (default " +
+                      std::to_string(limits.max_connections) + ")")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{100000}));
+  command
+      .add_option("--max-per-peer", limits.max_per_peer,
+                  "Open connections of one peer: a local user over loopback, else a source address (default " +
+                      std::to_string(limits.max_per_peer) + "); its longest-idle one is closed for a new one")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  command
+      .add_option_function<double>(
+          "--request-deadline",
+          [&limits](double s) {
+            limits.request_deadline = std::chrono::milliseconds(static_cast<long long>(s * 1000));
+          },
+          "Seconds a request may take to arrive, from its first byte to its body's last (default " +
+              std::to_string(limits.request_deadline.count() / 1000) + ")")
+      ->check(CLI::Range(0.1, 3600.0));
+}
 CLI::Validator non_negative_number() { return number_check(true); }
 
 int run(int argc, char** argv) {

@@ -10,6 +10,7 @@
 #include "erg/core/discovery.hpp"
 #include "erg/core/result.hpp"
 #include "erg/devices/devices.hpp"
+#include "erg/optimizers/http_guard.hpp"
 
 namespace erg::sim {
 class Machine;
@@ -44,6 +45,10 @@ struct Context {
 /// Option checks whose messages name the value: "--duration: must be greater than 0 (got -1)".
 CLI::Validator positive_number();
 CLI::Validator non_negative_number();
+
+/// The connection bounds of a server command (`erg bso serve`, `erg perseus serve`, `erg
+/// exporter`): --max-connections, --max-per-peer, --request-deadline (docs/security.md).
+void add_connection_options(CLI::App& command, http_guard::Limits& limits);
 
 /// An error that `run` turns into "erg: error: <message>" and `exit_code`.
 struct CliError {

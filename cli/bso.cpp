@@ -25,6 +25,7 @@ void add_bso_command(CLI::App& app, Context& ctx) {
     std::string listen = "127.0.0.1:8000";
     bool json = false;
     long long trial_timeout_s = erg::batch_size::server::kDefaultTrialTimeout.count();
+    erg::http_guard::Limits limits;
   };
   auto opts = std::make_shared<Opts>();
   serve->add_option("--db", opts->db, "sqlite:///path.db or postgresql://user@host:port/dbname")->required();
@@ -34,12 +35,14 @@ void add_bso_command(CLI::App& app, Context& ctx) {
                    "Seconds a dispatched trial may go without a report before it is marked Failed "
                    "(default 86400, a day; 0 never)")
       ->check(CLI::NonNegativeNumber);
+  add_connection_options(*serve, opts->limits);
   serve->add_flag("--json", opts->json, "Print where it serves as one JSON line on stdout once listening");
   serve->footer("See docs/bso-server.md.");
   serve->callback([&ctx, opts] {
     namespace srv = erg::batch_size::server;
     const auto colon = opts->listen.rfind(':');
     srv::HttpOptions http;
+    http.limits = opts->limits;
     try {
       if (colon == std::string::npos) throw std::invalid_argument("no port");
       http.host = opts->listen.substr(0, colon);

@@ -2,13 +2,13 @@
 // ergd serves on /metrics (exporters/prometheus), over HTTP at --listen until Ctrl-C or SIGTERM.
 // Devices are read when Prometheus scrapes; nothing samples in between.
 
-#include <prometheus/exposer.h>
-
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "app.hpp"
 #include "erg/exporters/prometheus/collector.hpp"
+#include "erg/optimizers/guarded_server.hpp"
 #include "signals.hpp"
 
 namespace erg::cli {
@@ -28,6 +28,7 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
     double idle_power = 0.0;
     double idle_error = 0.0;
     std::string proc_root = "/proc";
+    http_guard::Limits limits;
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("--listen", opts->listen,
@@ -51,6 +52,7 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
       ->check(non_negative_number());
   cmd->add_option("--proc-root", opts->proc_root,
                   "Where processes' comm and cgroup are read (default /proc; /host/proc in a container)");
+  add_connection_options(*cmd, opts->limits);
   cmd->footer(
       "Energy counters (erg_*_energy_joules_total) count joules from the exporter's first read of each device and "
       "never decrease (RAPL wraps and GPU counter resets are bridged): use rate() and increase(). "
@@ -92,16 +94,32 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
       std::cout << (*collector)->scrape() << std::flush;
       return;
     }
-    std::unique_ptr<::prometheus::Exposer> exposer;
+    // Served by a GuardedServer (docs/security.md): a connection per thread with caps per peer and
+    // a whole-request deadline, so one local user's slow or idle connections cannot stop the
+    // scrapes (prometheus-cpp's Exposer serves on 2 worker threads and has neither).
+    const auto colon = opts->listen.rfind(':');
+    std::string host = colon == std::string::npos ? std::string() : opts->listen.substr(0, colon);
+    int requested = -1;
     try {
-      exposer = std::make_unique<::prometheus::Exposer>(opts->listen, 2);
-    } catch (const std::exception& e) {
-      throw CliError{kExitFailure, "--listen " + opts->listen + ": cannot serve there (" + e.what() + ")"};
+      std::size_t used = 0;
+      const std::string port_text = colon == std::string::npos ? "" : opts->listen.substr(colon + 1);
+      requested = std::stoi(port_text, &used);
+      if (used != port_text.size() || requested < 0 || requested > 65535) requested = -1;
+    } catch (const std::exception&) {
+      requested = -1;
     }
-    exposer->RegisterCollectable(*collector);
-    const auto ports = exposer->GetListeningPorts();
-    const int port = ports.empty() ? 0 : ports.front();
-    const std::string host = opts->listen.substr(0, opts->listen.rfind(':'));
+    if (host.empty() || requested < 0)
+      throw CliError{kExitUsage, "--listen " + opts->listen + ": expected HOST:PORT (port 0-65535)"};
+    const std::string bind_host =
+        host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+    http_guard::GuardedServer server(opts->limits);
+    const prom::Collector& scraped = **collector;
+    server.Get("/metrics", [&scraped](const httplib::Request&, httplib::Response& res) {
+      res.set_content(scraped.scrape(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    const int port = server.bind(bind_host, requested);
+    if (port < 0) throw CliError{kExitFailure, "--listen " + opts->listen + ": cannot serve there"};
+    std::thread serving([&server] { server.listen_after_bind(); });
     if (opts->json) {
       nlohmann::json j{{"listen", host + ":" + std::to_string(port)},
                        {"port", port},
@@ -120,6 +138,8 @@ void add_exporter_command(CLI::App& app, Context& ctx) {
               << n_cpus << " CPU package(s), " << inventory->socs.size() << " SoC(s)"
               << (inventory->simulated ? ", simulated machine" : "") << "); Ctrl-C stops\n";
     signals.wait(std::nullopt);
+    server.shut();
+    serving.join();
   });
 }
 

@@ -4,7 +4,7 @@
 //   erg perseus plan --profile profile.csv --stages S --microbatches M --out plans/
 //                    [--unit-ms 1] [--p2p-power-w 70] [--overwrite] [--json]
 //   erg perseus serve --plan FILE [--scheduler point-solution|point-solution-3d] [--listen 127.0.0.1:7787]
-//                     [--dump-dir D] [--max-job-idle S] [--rank-timeout S] [--threads N] [--json]
+//                     [--dump-dir D] [--max-job-idle S] [--rank-timeout S] [--max-connections N] [--json]
 //   erg perseus serve --scheduler online --microbatches M [--unit-ms 1] [--p2p-power-w 70]
 //                     [--frequency-step N | --frequencies F,...] [...as above]
 //   erg perseus profile --out profile.csv [--sim-sku A100] [--stages 4] [--microbatches 8] [--forward-ms 30]
@@ -121,7 +121,7 @@ struct ServeOpts {
   std::string dump_dir;
   long long max_job_idle_s = pf::server::kDefaultMaxJobIdle.count();
   double rank_timeout_s = static_cast<double>(pf::server::kDefaultRankTimeout.count());
-  int threads = 256;
+  http_guard::Limits limits = pf::server::HttpOptions{}.limits;
   bool json = false;
 };
 
@@ -168,8 +168,7 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
                    "Seconds a rank's GET /schedule waits for the others before the job is evicted and every "
                    "waiting rank answers 504 (default 600)")
       ->check(CLI::PositiveNumber);
-  serve->add_option("--threads", o->threads, "Worker threads; every waiting rank holds one (default 256)")
-      ->check(CLI::Range(2, 100000));
+  add_connection_options(*serve, o->limits);
   serve->add_flag("--json", o->json, "Print where it serves as one JSON line on stdout once listening");
   serve->footer("See docs/perseus.md.");
   serve->callback([&ctx, o, serve] {
@@ -205,7 +204,7 @@ void add_serve_command(CLI::App& perseus, Context& ctx) {
     so.max_job_idle_time = std::chrono::seconds(o->max_job_idle_s);
     so.rank_timeout = std::chrono::milliseconds(static_cast<long long>(o->rank_timeout_s * 1000));
     srv::HttpOptions http;
-    http.threads = o->threads;
+    http.limits = o->limits;
     const auto colon = o->listen.rfind(':');
     try {
       if (colon == std::string::npos) throw std::invalid_argument("no port");

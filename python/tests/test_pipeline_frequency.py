@@ -4,6 +4,7 @@ The four-process run with ergd and a killed rank is test_perseus_e2e.py."""
 
 import inspect
 import json
+import re
 import signal
 import subprocess
 import time
@@ -44,7 +45,8 @@ def one_rank(url, **kw):
 def test_locks_the_planned_clock_per_instruction_and_posts_each_step(machine, server):
     opt = one_rank(server, job_metadata="unit")
     try:
-        assert opt.job_id.endswith("+dp1+pp1+tp1+PointSolution3D+unit")
+        # Zeus's id plus erg's unguessable part (64 random bits) before the metadata.
+        assert re.fullmatch(r"[0-9-]+\+dp1\+pp1\+tp1\+PointSolution3D\+[0-9a-f]{16}\+unit", opt.job_id), opt.job_id
         assert opt.available_frequencies[0] == 1410 and 705 in opt.available_frequencies
         assert opt.schedule == [tuple(x) for x in PLAN["frequencies"][0]]
         assert machine.locked_clocks(0) == {"sm": (1410.0, 1410.0), "memory": (1593.0, 1593.0)}

@@ -11,6 +11,10 @@
 //       SECONDS more before it exits (a setter that owns what it set while it lives)
 //   erg_attacker flood (--unix PATH | --tcp HOST:PORT) SECONDS
 //       connects and closes at once, as fast as it can; prints {"connects": n, "failed": k}
+//   erg_attacker slow (--unix PATH | --tcp HOST:PORT) N SECONDS
+//       slow loris: N connections, each sending a request's head one byte every 200 ms (a new
+//       connection replaces one the server closed); prints {"opened": n} once they are open,
+//       then {"opened": n, "closed_by_server": k} at the end
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -152,12 +156,58 @@ int flood(const Target& t) {
   return 0;
 }
 
+int slow(const Target& t) {
+  if (t.rest.size() != 2) return 2;
+  const int n = std::atoi(t.rest[0].c_str());
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::atof(t.rest[1].c_str()));
+  const std::string head =
+      "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Padding: " + std::string(4096, 'a');
+  struct Slow {
+    int fd;
+    std::size_t sent;
+  };
+  std::vector<Slow> conns;
+  long opened = 0, closed = 0;
+  auto open_one = [&] {
+    const int fd = connect_to(t.endpoint);
+    if (fd >= 0) {
+      conns.push_back({fd, 0});
+      ++opened;
+    }
+  };
+  for (int i = 0; i < n; ++i) open_one();
+  std::cout << nlohmann::json{{"opened", opened}}.dump() << std::endl;  // the test waits for this line
+  while (std::chrono::steady_clock::now() < end) {
+    for (auto& c : conns) {
+      if (c.fd < 0) continue;
+      const char byte = head[c.sent % head.size()];
+      if (::send(c.fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+        ::close(c.fd);
+        c.fd = -1;
+        ++closed;
+        continue;
+      }
+      ++c.sent;
+    }
+    std::erase_if(conns, [](const Slow& c) { return c.fd < 0; });
+    while (static_cast<int>(conns.size()) < n && std::chrono::steady_clock::now() < end) {
+      const std::size_t before = conns.size();
+      open_one();
+      if (conns.size() == before) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (auto& c : conns) ::close(c.fd);
+  std::cout << nlohmann::json{{"opened", opened}, {"closed_by_server", closed}}.dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Target t;
   if (argc < 2 || !parse_target(argc, argv, t)) {
-    std::cerr << "usage: erg_attacker (request|idle|hold|flood) (--unix PATH | --tcp HOST:PORT) ...\n";
+    std::cerr << "usage: erg_attacker (request|idle|hold|flood|slow) (--unix PATH | --tcp HOST:PORT) ...\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -165,6 +215,7 @@ int main(int argc, char** argv) {
   if (mode == "idle") return idle(t);
   if (mode == "flood") return flood(t);
   if (mode == "hold") return hold(t);
+  if (mode == "slow") return slow(t);
   std::cerr << "erg_attacker: unknown attack '" << mode << "'\n";
   return 2;
 }

@@ -17,6 +17,8 @@
 #include <system_error>
 #include <utility>
 
+#include "erg/optimizers/guarded_server.hpp"
+
 namespace erg::http_guard {
 namespace {
 
@@ -112,6 +114,10 @@ void refuse_unbounded_bodies(httplib::Server& s, std::size_t max_body) {
   s.set_logger([](const httplib::Request& req, const httplib::Response&) {
     if (&req != refused_request) return;
     refused_request = nullptr;
+    if (current_peer()) {  // a GuardedServer connection: it ends once this answer is out
+      end_connection_after_reply();
+      return;
+    }
     const int fd = connection_socket(req);
     if (fd < 0) return;  // httplib ends the connection after at most its keep-alive count
     const int null = open("/dev/null", O_RDWR | O_CLOEXEC);

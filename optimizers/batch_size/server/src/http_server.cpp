@@ -5,12 +5,14 @@
 #include <chrono>
 #include <thread>
 
+#include "erg/optimizers/guarded_server.hpp"
 #include "erg/optimizers/http_guard.hpp"
 
 namespace erg::batch_size::server {
 
 struct HttpServer::Impl {
-  httplib::Server server;
+  explicit Impl(const http_guard::Limits& limits) : server(limits) {}
+  http_guard::GuardedServer server;
 };
 
 namespace {
@@ -28,10 +30,8 @@ std::optional<std::string> query(const httplib::Request& req, const char* name) 
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const HttpOptions& options) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Impl>(options.limits);
   auto& s = impl->server;
-  const int threads = options.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(options.max_body_bytes);
   http_guard::refuse_unbounded_bodies(s, options.max_body_bytes);
   // httplib writes a response's headers and body separately: without TCP_NODELAY the body waits
@@ -64,8 +64,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
     res.status = 500;
     res.set_content(R"({"message":"internal server error"})", "application/json");
   });
-  const int port = options.port == 0 ? s.bind_to_any_port(options.host)
-                                     : (s.bind_to_port(options.host, options.port) ? options.port : -1);
+  const int port = s.bind(options.host, options.port);
   if (port < 0)
     return fail(ErrorCode::kUnavailable, "cannot listen on " + options.host + ":" + std::to_string(options.port));
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), port));
@@ -78,6 +77,6 @@ bool HttpServer::run() { return impl_->server.listen_after_bind(); }
 void HttpServer::wait_until_ready() const {
   while (!impl_->server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
-void HttpServer::stop() { impl_->server.stop(); }
+void HttpServer::stop() { impl_->server.shut(); }
 
 }  // namespace erg::batch_size::server

@@ -7,14 +7,15 @@
 #include <mutex>
 #include <thread>
 
+#include "erg/optimizers/guarded_server.hpp"
 #include "erg/optimizers/http_guard.hpp"
 
 namespace erg::pipeline_frequency::server {
 
 struct HttpServer::Impl {
-  explicit Impl(Service& s) : service(s) {}
+  Impl(Service& s, const http_guard::Limits& limits) : service(s), server(limits) {}
   Service& service;
-  httplib::Server server;
+  http_guard::GuardedServer server;
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
@@ -35,16 +36,14 @@ std::optional<std::string> query(const httplib::Request& req, const char* name) 
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const HttpOptions& options) {
-  auto impl = std::make_unique<Impl>(service);
+  auto impl = std::make_unique<Impl>(service, options.limits);
   auto& s = impl->server;
-  const int threads = options.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
   s.set_payload_max_length(options.max_body_bytes);
   http_guard::refuse_unbounded_bodies(s, options.max_body_bytes);
   // Without TCP_NODELAY a kept-alive response's body waits for the client's delayed ACK (40 ms).
   s.set_tcp_nodelay(true);
-  // A waiting GET /schedule runs inside its handler, which httplib's read and write timeouts do
-  // not bound: the service's rank_timeout is the only limit on it.
+  // A waiting GET /schedule runs inside its handler: rank_timeout bounds it, and it ends when its
+  // client leaves (client_gone); each holds one of its peer's connections (Limits::max_per_peer).
   s.Post("/register_job", [&service](const httplib::Request& req, httplib::Response& res) {
     send(res, service.register_job(req.body));
   });
@@ -53,7 +52,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
     send(res, service.register_rank(req.matches[1], req.body));
   });
   s.Get(R"(/schedule/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.get_schedule(req.matches[1], query(req, "rank")));
+    send(res, service.get_schedule(req.matches[1], query(req, "rank"), http_guard::client_gone));
   });
   s.Post(R"(/result/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
     send(res, service.post_result(req.matches[1], req.body));
@@ -75,8 +74,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
     res.status = 500;
     res.set_content(R"({"message":"internal server error"})", "application/json");
   });
-  const int port = options.port == 0 ? s.bind_to_any_port(options.host)
-                                     : (s.bind_to_port(options.host, options.port) ? options.port : -1);
+  const int port = s.bind(options.host, options.port);
   if (port < 0)
     return fail(ErrorCode::kUnavailable, "cannot listen on " + options.host + ":" + std::to_string(options.port));
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl), port));
@@ -112,7 +110,7 @@ void HttpServer::wait_until_ready() const {
 void HttpServer::stop() {
   // Waiting GETs hold worker threads the server joins on stop: wake them first.
   impl_->service.close();
-  impl_->server.stop();
+  impl_->server.shut();
 }
 
 }  // namespace erg::pipeline_frequency::server

@@ -1,6 +1,7 @@
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -351,6 +352,22 @@ void Service::close() {
   }
 }
 
+std::string random_id_nonce() {
+  std::uint64_t bits = 0;
+  auto* p = reinterpret_cast<unsigned char*>(&bits);
+  std::size_t got = 0;
+  while (got < sizeof bits) {
+    const ssize_t n = getrandom(p + got, sizeof bits - got, 0);
+    if (n > 0)
+      got += static_cast<std::size_t>(n);
+    else if (errno != EINTR)
+      throw std::system_error(errno, std::generic_category(), "getrandom");
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
 Reply Service::register_job(std::string_view body) {
   auto info = parse_job(body);
   if (!info) return from_invalid(info.error());
@@ -367,6 +384,9 @@ Reply Service::register_job(std::string_view body) {
   info->job_id = std::string(stamp) + "+dp" + std::to_string(info->dp_degree) + "+pp" +
                  std::to_string(info->pp_degree) + "+tp" + std::to_string(info->tp_degree) + "+" +
                  std::string(scheduler_name(options_.scheduler.kind));
+  if (options_.id_nonce) {
+    if (const std::string nonce = options_.id_nonce(); !nonce.empty()) info->job_id += "+" + nonce;
+  }
   if (info->job_metadata) info->job_id += "+" + *info->job_metadata;
   if (jobs_.contains(info->job_id))
     return error_reply(409, "job " + info->job_id + " is already registered (same configuration within a second)");
@@ -431,7 +451,8 @@ Reply Service::register_rank(const std::string& job_id, std::string_view body) {
   return null_reply();
 }
 
-Reply Service::get_schedule(const std::string& job_id, const std::optional<std::string>& rank_text) {
+Reply Service::get_schedule(const std::string& job_id, const std::optional<std::string>& rank_text,
+                            const std::function<bool()>& client_gone) {
   if (!rank_text) return validation_reply("rank", "field required", "query");
   int rank = 0;
   try {
@@ -481,9 +502,25 @@ Reply Service::get_schedule(const std::string& job_id, const std::optional<std::
     job->waiting[r] = true;
     ++job->waiters;
     const auto deadline = std::chrono::steady_clock::now() + options_.rank_timeout;
-    const bool ready = job->cv.wait_until(lock, deadline, [&] { return job->failure || job->round >= round; });
+    const auto done = [&] { return job->failure || job->round >= round; };
+    bool ready = false, left = false;
+    // Waits in slices so a client that left is noticed: its ask is withdrawn (the rank may ask
+    // again) and its connection freed, instead of holding both until rank_timeout.
+    while (!(ready = done()) && std::chrono::steady_clock::now() < deadline) {
+      const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      ready = job->cv.wait_until(lock, slice, done);
+      if (ready) break;
+      if (client_gone && client_gone()) {
+        left = true;
+        break;
+      }
+    }
     --job->waiters;
     job->waiting[r] = false;
+    if (left) {
+      --job->asked[r];
+      return error_reply(499, "rank " + std::to_string(rank) + "'s client left while waiting");
+    }
     if (!ready) {
       // The dead-rank rule (service.hpp): the first waiter whose wait runs out evicts the job.
       std::vector<int> missing;

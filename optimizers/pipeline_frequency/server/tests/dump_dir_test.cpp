@@ -49,7 +49,9 @@ class Tree {
 /// A service dumping into `dump` and its server on a free loopback port, serving on a thread.
 class Running {
  public:
-  explicit Running(const fs::path& dump) : service_(options(dump)) {
+  /// `zeus_ids`: job ids in Zeus's predictable format (no random part), as an older server or
+  /// a guessed id would be.
+  explicit Running(const fs::path& dump, bool zeus_ids = false) : service_(options(dump, zeus_ids)) {
     auto s = HttpServer::bind(service_, HttpOptions{});
     EXPECT_TRUE(s) << s.error().message;
     server_ = std::move(*s);
@@ -63,8 +65,9 @@ class Running {
   [[nodiscard]] int port() const { return server_->port(); }
 
  private:
-  static ServiceOptions options(const fs::path& dump) {
+  static ServiceOptions options(const fs::path& dump, bool zeus_ids) {
     ServiceOptions o;
+    if (zeus_ids) o.id_nonce = {};
     o.scheduler = {SchedulerKind::kPointSolution3D, {{{Instruction::kForward, 1410}, {Instruction::kBackward, 1200}}}};
     o.dump_data = true;
     o.dump_dir = dump;
@@ -226,8 +229,8 @@ TEST(PerseusDumpDir, APlantedSymlinkIsNotFollowed) {
   Tree tree;
   const auto outside = tree.root() / "outside";
   fs::create_directories(outside);
-  // The id the server will make (local time, as the server formats it): a job id is predictable,
-  // so anyone who can write to the dump folder can plant a link under it.
+  // The id the server makes in Zeus's format (local time, as the server formats it) is
+  // predictable, so anyone who can write to the dump folder can plant a link under it.
   const std::time_t t = kNow;
   std::tm local{};
   localtime_r(&t, &local);
@@ -237,7 +240,7 @@ TEST(PerseusDumpDir, APlantedSymlinkIsNotFollowed) {
   fs::create_directory_symlink(outside, tree.dump() / planted);
   std::string id;
   {
-    Running server(tree.dump());
+    Running server(tree.dump(), /*zeus_ids=*/true);
     id = run_job(server.port(), "plain");
   }
   EXPECT_EQ(id, planted);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 namespace erg::pipeline_frequency::server {
@@ -95,7 +96,9 @@ TEST(PerseusService, JobIdIsZeusFormatInLocalTime) {
   tm.tm_sec = 6;
   FakeClock clock;
   clock.seconds = ::timegm(&tm);
-  Service s(options_3d(&clock));
+  auto zeus_ids = options_3d(&clock);
+  zeus_ids.id_nonce = {};  // Zeus's own format; erg's default adds an unguessable part (below)
+  Service s(zeus_ids);
   EXPECT_EQ(id_of(s.register_job(job_body(2, 2, 1))), "2026-11-25-23-01-06+dp2+pp2+tp1+PointSolution3D");
   EXPECT_EQ(id_of(s.register_job(job_body(2, 2, 1, "llama-7b"))),
             "2026-11-25-23-01-06+dp2+pp2+tp1+PointSolution3D+llama-7b");
@@ -107,8 +110,26 @@ TEST(PerseusService, JobIdIsZeusFormatInLocalTime) {
   ServiceOptions plain;
   plain.scheduler = {SchedulerKind::kPointSolution, two_stages()};
   plain.clock = clock.fn();
+  plain.id_nonce = {};
   Service p(plain);
   EXPECT_EQ(id_of(p.register_job(job_body(1, 2, 1))), "2026-11-25-23-01-07+dp1+pp2+tp1+PointSolution");
+}
+
+// Zeus's ids are the clock and the configuration: another local user can name a new job's id
+// and take its ranks (issue 31 item 5). erg's default id carries 64 random bits before the
+// metadata, so the same configuration in the same second gives two jobs, not a 409.
+TEST(PerseusService, JobIdsCannotBeGuessed) {
+  FakeClock clock;
+  clock.seconds = 1'800'000'000;
+  Service s(options_3d(&clock));
+  const std::string a = id_of(s.register_job(job_body(2, 2, 1, "llama")));
+  const std::string b = id_of(s.register_job(job_body(2, 2, 1, "llama")));
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  EXPECT_NE(a, b);
+  const std::regex shape(R"(\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d\+dp2\+pp2\+tp1\+PointSolution3D\+[0-9a-f]{16}\+llama)");
+  EXPECT_TRUE(std::regex_match(a, shape)) << a;
+  EXPECT_TRUE(std::regex_match(b, shape)) << b;
 }
 
 TEST(PerseusService, RegisterJobRejectsBadBodies) {

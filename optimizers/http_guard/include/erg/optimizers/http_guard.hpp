@@ -1,8 +1,10 @@
 #pragma once
-// Request-body bounds for erg's servers built on cpp-httplib (`erg bso serve`, `erg perseus
-// serve`): what set_payload_max_length leaves open in cpp-httplib 0.11.4 (Debian 12), closed in
-// one place (docs/security.md).
+// Request bounds for erg's servers built on cpp-httplib (`erg bso serve`, `erg perseus serve`,
+// `erg exporter --listen`): what cpp-httplib 0.11.4 (Debian 12) leaves open, closed in one place
+// (docs/security.md): the connection Limits a GuardedServer keeps (guarded_server.hpp) and the
+// request bodies set_payload_max_length does not bound.
 
+#include <chrono>
 #include <cstddef>
 
 namespace httplib {
@@ -10,6 +12,22 @@ class Server;
 }
 
 namespace erg::http_guard {
+
+/// The connection bounds of a GuardedServer (guarded_server.hpp).
+struct Limits {
+  std::size_t max_connections = 1024;  ///< Open connections in all.
+  std::size_t max_per_peer = 64;       ///< Open connections of one peer (a local uid or an address).
+  /// From a request's first byte to the last byte of its body.
+  std::chrono::milliseconds request_deadline{10'000};
+  /// A kept-alive connection waiting for its next request is closed after this.
+  std::chrono::milliseconds idle_timeout{5'000};
+  std::chrono::milliseconds write_timeout{5'000};
+  std::size_t max_head_bytes = 64 * 1024;  ///< Request line and headers.
+  /// A connection of a peer at its cap, none of its connections idle, waits this long for one to
+  /// end before it is refused (503).
+  std::chrono::milliseconds admission_wait{2'000};
+  int backlog = 4096;
+};
 
 /// Answers, before any of the body is read, a request whose body cpp-httplib would read without
 /// the `max_body` bound — chunked (Transfer-Encoding: 411), a POST/PUT/PATCH without

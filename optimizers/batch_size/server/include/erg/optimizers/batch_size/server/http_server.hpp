@@ -6,6 +6,7 @@
 
 #include "erg/core/result.hpp"
 #include "erg/optimizers/batch_size/server/service.hpp"
+#include "erg/optimizers/http_guard.hpp"
 
 namespace erg::batch_size::server {
 
@@ -13,7 +14,8 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;                            ///< 0 = any free port (see HttpServer::port()).
   std::size_t max_body_bytes = 64 * 1024;  ///< Larger bodies answer 413; a JobSpec is < 1 KiB.
-  int threads = 64;                        ///< Worker threads: kept-alive clients each hold one.
+  /// Connections: caps in all and per peer, whole-request deadline, backlog (docs/security.md).
+  http_guard::Limits limits;
 };
 
 class HttpServer {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "erg/core/result.hpp"
+#include "erg/optimizers/http_guard.hpp"
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
 
 namespace erg::pipeline_frequency::server {
@@ -13,9 +14,9 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 0;                          ///< 0 = any free port (see HttpServer::port()).
   std::size_t max_body_bytes = 1 << 20;  ///< Larger bodies answer 413; results carry breakdowns.
-  /// Worker threads. Every rank's GET /schedule holds one while it waits for the others, so a
-  /// job needs world_size of them at once: more ranks than threads wait until rank_timeout.
-  int threads = 256;
+  /// Connections: caps in all and per peer, whole-request deadline, backlog (docs/security.md).
+  /// Every rank's waiting GET /schedule holds one connection (and its thread).
+  http_guard::Limits limits{.max_per_peer = 256};
 };
 
 class HttpServer {

@@ -173,6 +173,9 @@ inline constexpr std::chrono::seconds kDefaultRankTimeout{600};
 /// Zeus's max_job_idle_time: a week.
 inline constexpr std::chrono::seconds kDefaultMaxJobIdle{7 * 24 * 3600};
 
+/// 16 hex digits from the kernel's random source (getrandom(2)).
+std::string random_id_nonce();
+
 struct ServiceOptions {
   SchedulerConfig scheduler;
   bool dump_data = false;  ///< Write ranks.json, {n}.prof.json, {n}.sched.json.
@@ -185,6 +188,10 @@ struct ServiceOptions {
   std::chrono::milliseconds rank_timeout = kDefaultRankTimeout;  ///< The dead-rank rule's wait.
   /// Wall clock for job ids (local time) and idleness; tests substitute their own.
   std::function<std::chrono::system_clock::time_point()> clock = [] { return std::chrono::system_clock::now(); };
+  /// A job id's unguessable part (docs/security.md): Zeus's id is the time and configuration
+  /// only, so another local user could name a new job's id and take its ranks; erg adds
+  /// "+" and this (default: 64 random bits in hex) before the job_metadata. Empty: Zeus's id.
+  std::function<std::string()> id_nonce = random_id_nonce;
 };
 
 class Service {
@@ -202,7 +209,10 @@ class Service {
   /// 200, other values 409.
   Reply register_rank(const std::string& job_id, std::string_view body);
   /// GET /schedule/{job_id}?rank=: 200 FrequencySchedule once every rank asked for this round.
-  Reply get_schedule(const std::string& job_id, const std::optional<std::string>& rank);
+  /// While it waits, `client_gone` (when given) is asked every 200 ms; once true the rank's ask
+  /// is withdrawn (it may ask again) and the call returns 499.
+  Reply get_schedule(const std::string& job_id, const std::optional<std::string>& rank,
+                     const std::function<bool()>& client_gone = {});
   /// POST /result/{job_id} with a ProfilingResult: 200 null; 422 when the scheduler cannot use
   /// the result (the online scheduler while profiling: breakdowns missing or of the wrong shape);
   /// 500 when the last result of a round makes the scheduler fail (the job is evicted).
