@@ -606,6 +606,20 @@ double CounterHistory::rate_before(std::size_t k) const {
   return 0.0;
 }
 
+std::optional<UpdateStep> CounterHistory::last_step() const {
+  const std::size_t n = records_.size();
+  if (n < 2) return std::nullopt;
+  const Record& r = records_[n - 1];
+  const Record& p = records_[n - 2];
+  if (p.open) return std::nullopt;
+  UpdateStep s;
+  s.increase = r.value - p.value;
+  s.least_span_ns = r.lo - p.hi;
+  s.most_span_ns = r.hi - p.lo;
+  if (schedule_.locked && !schedule_.continuous && r.index && p.index) s.updates = *r.index - *p.index;
+  return s;
+}
+
 std::optional<CounterEstimate> CounterHistory::value_at(std::int64_t t_ns) const {
   if (records_.empty() || t_ns < records_.front().time) return std::nullopt;
   // The last update at or before t (times are non-decreasing): window edges are recent, so look

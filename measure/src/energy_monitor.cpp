@@ -74,6 +74,16 @@ struct GpuCounter {
     double owed = 0.0;
   };
   std::optional<Pending> pending;
+  // The instant power read with the counter's current value, lowest and highest over the reads
+  // showing it (mW), and whether the next advance can be checked against them (see note_power):
+  // every read since the value first showed carried power, and the value came by an ordinary
+  // advance (not an anomaly, nor the first read).
+  double shown_low_mw = 0.0;
+  double shown_high_mw = 0.0;
+  bool shown_checkable = false;
+  // Checks since the last that disagreed in which the power moved and the advance agreed with it
+  // (capped at kAlignedEvidence: the power readings sample what the counter counts).
+  int aligned_evidence = 0;
   // Without a counter: the power domain integrated (instant where the GPU has it, else the 1 s
   // average, shifted by kAverageLag).
   PowerDomain integrated = PowerDomain::kDeviceInstant;
@@ -162,6 +172,32 @@ constexpr int kReadAttempts = 5;
 // The ceiling of a bridged span: the highest settable power limit plus this share (a GPU's
 // average power over a ~100 ms span stays within a few percent of its limit).
 constexpr double kPeakMargin = 1.1;
+// Shortfalls: a counter advance of one update below (1 − allowance) × what the power read around
+// it says the update counted at the least (see note_power). Two allowances:
+//  - loose, for a GPU whose power readings may sample only part of what its counter counts (a
+//    counter of the whole period read against power averaged over its last 20 ms: V100, A40, A10,
+//    T4, RTX 6000 as simulated): power that dips between two busy readings (a stall inside a
+//    period) makes an honest update fall short of them. The least honest ratio seen on the
+//    simulator's training loads was 0.93, on its harshest (idle a fifth of the time, ripples up to
+//    90 % deep; 30 seeds × 30 s × 5 such GPUs) 0.57: flag below 0.4;
+//  - tight, once the GPU's readings are shown to sample what its counter counts (A100 and H100
+//    sample both over the same 25 ms of each period): honest ratios never fell below 0.99 there
+//    (sensor noise 0.3 % per reading), on any load: flag below 0.9, so a step back of a tenth of
+//    an update shows.
+constexpr double kLooseAllowance = 0.6;
+constexpr double kTightAllowance = 0.1;
+// Alignment evidence: an update whose advance at the power read with it implies a span between
+// the updates inside the reads' bracket of it, widened by this share (the two readings' noise,
+// 0.3 % each, at about 5σ)...
+constexpr double kAlignedNoise = 0.02;
+// ...while the power read around it moved by at least this factor (busy to idle and back, a phase
+// change: a reading of part of the period agrees with the whole period's count by chance when the
+// change came early in the period, one time in four or five on the simulator)...
+constexpr double kAlignedMove = 1.5;
+// ...this many times since the last update that disagreed. Runs of chance agreement on a GPU whose
+// readings sample part of the period reached 8 (the 30 seeds above, whose load changes phase-lock
+// with the counter now and then).
+constexpr int kAlignedEvidence = 16;
 // An update is taken to lie within this many σ of its predicted time (the jitter estimate is
 // fitted, so a margin over the 3σ a Gaussian schedule almost never leaves).
 constexpr double kUpdateMarginSigmas = 4.0;
@@ -240,6 +276,7 @@ struct EnergyMonitor::Impl {
     // lost and the figure stays exact. An update within the jitter of the anomaly read is left
     // to the reads after it (Pending). Before the schedule is known: the rate × the span.
     const double raw = r->energy.value();
+    const std::optional<double> prev_raw = g.tracker.last_raw();
     const std::uint64_t anomalies_before = g.tracker.anomalies();
     const std::int64_t bridged_before = g.tracker.anomaly_record().bridged_ns;
     CounterBridge bridge;
@@ -303,6 +340,7 @@ struct EnergyMonitor::Impl {
     if (r->updated_at) read.stamp_ns = (*r->updated_at - wall_offset).count();
     if (r->power) read.power = r->power->value();  // mW = mJ/s
     g.history.add(read);
+    note_power(g, prev_raw, raw, read.power, g.tracker.anomalies() != anomalies_before);
     // Edges are made final only against a settled schedule: before the lock an update's time
     // (the first value's above all) is a guess, and the first few fitted updates can still move
     // the schedule by more than the jitter.
@@ -314,6 +352,65 @@ struct EnergyMonitor::Impl {
           w.gpu_plain[i] = v->plain ? 1 : 0, w.gpu_final[i] = 1;
       }
     return t;
+  }
+
+  /// Checks an advance of the counter against the power read around it, then keeps the power
+  /// read with the value now shown (under mu; see GpuCounter::shown_low_mw).
+  ///
+  /// A step back that coincides with an update (the follower's reads bracket each update, and
+  /// the step lands inside the bracket) shows as an advance smaller than the update's: no
+  /// decrease is ever read. An advance of one update (consecutive on the schedule) is expected
+  /// to be at least the lowest power read from the earlier update through the newer one × the
+  /// least time the reads leave between the two updates; one below (1 − allowance) × that is a
+  /// shortfall: the window is flagged, with a bound of the most the span can have counted (the
+  /// GPU's peak power × the most time between the updates) less the advance. The allowance is
+  /// kLooseAllowance, or kTightAllowance once the GPU's power readings are shown to sample what
+  /// its counter counts (see kAlignedEvidence).
+  void note_power(GpuCounter& g, std::optional<double> prev_raw, double raw, std::optional<double> power_mw,
+                  bool anomaly) {
+    if (prev_raw && raw == *prev_raw) {
+      if (!power_mw) {
+        g.shown_checkable = false;
+      } else {
+        g.shown_low_mw = std::min(g.shown_low_mw, *power_mw);
+        g.shown_high_mw = std::max(g.shown_high_mw, *power_mw);
+      }
+      return;
+    }
+    if (prev_raw && raw > *prev_raw && !anomaly && g.shown_checkable && power_mw && *power_mw > 0.0) {
+      const UpdateSchedule& sch = g.history.schedule();
+      const auto step = g.history.last_step();
+      const double advance = raw - *prev_raw;
+      // (The history's newest update is this advance: 1 mJ is the counter's resolution.)
+      if (step && step->updates == 1 && step->least_span_ns > 0 && std::abs(step->increase - advance) < 0.5 &&
+          sch.locked && !sch.continuous) {
+        const double period = static_cast<double>(sch.period.count());
+        // Alignment: the update's advance at the power read with it implies a span inside the
+        // reads' bracket of it (widened by the sensors' noise), and the power moved.
+        const double implied_ns = advance / (*power_mw * 1e-9);
+        const bool agrees = implied_ns >= (1.0 - kAlignedNoise) * static_cast<double>(step->least_span_ns) &&
+                            implied_ns <= (1.0 + kAlignedNoise) * static_cast<double>(step->most_span_ns);
+        const double lo_mw = std::min(g.shown_low_mw, *power_mw), hi_mw = std::max(g.shown_high_mw, *power_mw);
+        const bool moved = lo_mw > 0.0 && hi_mw >= kAlignedMove * lo_mw;
+        const bool aligned = g.aligned_evidence >= kAlignedEvidence;
+        // Increments scaled by the nominal period (not the actual one) are one period's worth.
+        const double span = std::min(static_cast<double>(step->least_span_ns), period);
+        const double low = lo_mw * 1e-9 * span;  // mJ
+        const double allowance = aligned ? kTightAllowance : kLooseAllowance;
+        if (advance < (1.0 - allowance) * low) {
+          const double most_span = std::max(static_cast<double>(step->most_span_ns), period);
+          const double peak_mw = g.peak_mw > 0.0 ? g.peak_mw : 2.0 * hi_mw;
+          g.tracker.add_shortfall(peak_mw * 1e-9 * most_span - advance);
+        }
+        // (A shortfall's update disagrees too: after one the evidence is gathered again.)
+        if (!agrees)
+          g.aligned_evidence = 0;
+        else if (moved && g.aligned_evidence < kAlignedEvidence)
+          ++g.aligned_evidence;
+      }
+    }
+    g.shown_low_mw = g.shown_high_mw = power_mw.value_or(0.0);
+    g.shown_checkable = prev_raw && raw > *prev_raw && !anomaly && power_mw;
   }
 
   /// Whether update `p.index` came before the anomaly read, decided by the first read after it
@@ -720,10 +817,12 @@ struct EnergyMonitor::Impl {
         const CounterAnomalies& a1 = end.gpu_anomalies[i];
         ge.counter_restarts = a1.restarts - a0.restarts;
         ge.counter_backwards = a1.backwards - a0.backwards;
+        ge.counter_shortfalls = a1.shortfalls - a0.shortfalls;
         ge.bridged = Seconds(static_cast<double>(a1.bridged_ns - a0.bridged_ns) * 1e-9);
         ge.error_bound = MilliJoules(std::max(0.0, a1.error_bound - a0.error_bound));
         ge.read_errors = end.gpu_failures_after[i] - start.gpu_failures_before[i];
-        ge.affected = ge.counter_restarts + ge.counter_backwards + ge.read_errors > 0 || !ge.energy;
+        ge.affected =
+            ge.counter_restarts + ge.counter_backwards + ge.counter_shortfalls + ge.read_errors > 0 || !ge.energy;
         const auto& sch = g.history.schedule();
         std::optional<std::chrono::nanoseconds> period;
         if (sch.locked && !sch.continuous)

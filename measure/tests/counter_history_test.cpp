@@ -481,5 +481,26 @@ TEST(CounterHistory, UpdateStampsAreTrustedAndDroppedWhenTheyStopAgreeingWithThe
   EXPECT_NEAR(h.value_at(static_cast<std::int64_t>(7.2345e9))->value, s.truth(7.2345e9), s.power_mj_per_ns * 0.3 * kMs);
 }
 
+// The newest update against the one before it: the increase, and the least and most time
+// between them that the reads bracketing each leave.
+TEST(CounterHistory, LastStepBracketsTheSpanBetweenTheNewestUpdates) {
+  Counter c;
+  CounterHistory h;
+  EXPECT_FALSE(h.last_step());
+  dense(h, c, 1000 * kMs, 350);  // locks
+  ASSERT_TRUE(h.schedule().locked);
+  // Update k at 1437 ms, k + 1 at 1537 ms: reads 1 ms before and 2 ms after each.
+  h.add(c.read(1436 * kMs));
+  h.add(c.read(1439 * kMs));
+  h.add(c.read(1536 * kMs));
+  h.add(c.read(1539 * kMs));
+  auto s = h.last_step();
+  ASSERT_TRUE(s);
+  EXPECT_NEAR(s->increase, c.power_mj_per_ns * 100 * kMs, 1e-6);
+  EXPECT_EQ(s->least_span_ns, static_cast<std::int64_t>(97 * kMs));  // 1536 − 1439
+  EXPECT_EQ(s->most_span_ns, static_cast<std::int64_t>(103 * kMs));  // 1539 − 1436
+  EXPECT_EQ(s->updates, 1);
+}
+
 }  // namespace
 }  // namespace erg::measure

@@ -91,5 +91,20 @@ TEST(CounterTracker, UndecidedUpdateBoundsFirstThenAddsIfTaken) {
   EXPECT_EQ(t.anomaly_record().error_bound, 44.0);
 }
 
+// A shortfall (an advance the caller knows to be short: a step back hidden by an update) is
+// counted apart from the decreases and bounded; the value stays the counter's.
+TEST(CounterTracker, ShortfallIsCountedAndBoundedNotAdded) {
+  CounterTracker t;
+  t.update(10'000.0);
+  EXPECT_EQ(t.update(10'010.0), 10.0);  // an update of 40 less a step of 30
+  EXPECT_EQ(t.last_raw(), 10'010.0);
+  t.add_shortfall(34.0);
+  EXPECT_EQ(t.accumulated(), 10.0);
+  EXPECT_EQ(t.anomaly_record().shortfalls, 1u);
+  EXPECT_EQ(t.anomaly_record().error_bound, 34.0);
+  EXPECT_EQ(t.anomaly_record().bridged, 0.0);
+  EXPECT_EQ(t.anomalies(), 0u) << "a shortfall is no decrease";
+}
+
 }  // namespace
 }  // namespace erg::measure

@@ -137,6 +137,8 @@ TEST_P(SensorZoo, NeverCrashesRelearnsEveryChangeAndIsNeverWorseThanPlainDiffere
         // A flagged window (an edge taken as a plain read while the schedule was relearned) is
         // held to the same rule: flagging says why it is coarse, it excuses nothing.
         if (me->gpus[g].plain_difference) ++tally.flagged, ++flagged_total;
+        // No update of these honest sensors is taken for a step back hidden by an update.
+        EXPECT_EQ(me->gpus[g].counter_shortfalls, 0u) << b.name << " seed " << seed << " gpu" << g;
         const double margin = 0.005 * phys + 2.0 * peak_w[g] * 0.008;
         tally.erg.push_back(100.0 * std::abs(e - phys) / phys);
         tally.plain.push_back(100.0 * std::abs(q - phys) / phys);

@@ -85,6 +85,19 @@ struct CounterEstimate {
   bool plain = false;
 };
 
+/// The newest update against the one before it, as the reads bracket them.
+struct UpdateStep {
+  double increase = 0.0;  ///< The counter's increase from the update before.
+  /// The least and the most time between the two updates: the last read that still showed the
+  /// old value less the first read that showed the one before it, and the first read that
+  /// showed the new value less the last read before the earlier update.
+  std::int64_t least_span_ns = 0;
+  std::int64_t most_span_ns = 0;
+  /// Updates the schedule puts from the earlier one to the newest (1: consecutive); 0 unless
+  /// both are placed on a locked schedule.
+  std::int64_t updates = 0;
+};
+
 class CounterHistory {
  public:
   /// `nominal_period`: the vendor's stated update period (a prior until one is measured).
@@ -113,6 +126,9 @@ class CounterHistory {
   [[nodiscard]] std::optional<std::int64_t> last_update_time() const;
   /// Time of the newest read (nullopt before any).
   [[nodiscard]] std::optional<std::int64_t> last_read_time() const;
+  /// The newest update against the one before it (nullopt before two updates were seen, or when
+  /// the earlier one is only a guess: the first value read).
+  [[nodiscard]] std::optional<UpdateStep> last_step() const;
 
   [[nodiscard]] const UpdateSchedule& schedule() const { return schedule_; }
   /// The counter's recent rate (value units per ns) over the last few consecutive updates, or

@@ -38,13 +38,18 @@ struct CounterBridge {
 struct CounterAnomalies {
   std::uint64_t restarts = 0;   ///< The counter restarted from (near) zero: a driver reload.
   std::uint64_t backwards = 0;  ///< The counter stepped back by more than it could have counted.
+  /// The counter advanced by less than the caller knows the span added (see add_shortfall): a
+  /// step back that coincided with an update. The value keeps the counter's advance (it is never
+  /// raised on suspicion); the bound says how much it may be low.
+  std::uint64_t shortfalls = 0;
   /// Spans whose energy is (partly) an estimate: an update the anomaly took away, or one it may
   /// have taken (pending a decision).
   std::int64_t bridged_ns = 0;
   double bridged = 0.0;  ///< The estimated part of the accumulated value.
   /// Bound on the error of the estimated part: each estimated update lies between 0 and one
   /// update's ceiling (without a schedule: the span's ceiling, or the estimate's double when no
-  /// ceiling is known); an update that may or may not have been taken adds its ceiling.
+  /// ceiling is known); an update that may or may not have been taken adds its ceiling; a shortfall
+  /// adds its own (add_shortfall).
   double error_bound = 0.0;
   [[nodiscard]] std::uint64_t count() const { return restarts + backwards; }
 };
@@ -112,6 +117,13 @@ class CounterTracker {
     anomalies_.error_bound += std::max(0.0, ceiling);
     anomalies_.bridged_ns += span_ns;
   }
+  /// The last advance was smaller than the caller knows the counter counted over its span (a step
+  /// back hidden by an update that added more): counted as a shortfall, and `bound` (the most the
+  /// advance can be short of the truth) joins the error bound. The value is left as counted.
+  void add_shortfall(double bound) {
+    ++anomalies_.shortfalls;
+    anomalies_.error_bound += std::max(0.0, bound);
+  }
   /// Adds energy found later to have been taken by the last anomaly (an update the counter made
   /// before it stepped back, learned from the reads after it); its bound was added with
   /// add_undecided.
@@ -123,6 +135,8 @@ class CounterTracker {
   }
 
   [[nodiscard]] double accumulated() const { return accumulated_; }
+  /// The last raw reading (nullopt before the first).
+  [[nodiscard]] std::optional<double> last_raw() const { return last_; }
   /// Number of decreases absorbed so far.
   [[nodiscard]] std::uint64_t anomalies() const { return anomalies_.count(); }
   [[nodiscard]] const CounterAnomalies& anomaly_record() const { return anomalies_; }

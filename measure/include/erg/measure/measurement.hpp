@@ -45,6 +45,11 @@ struct GpuEnergy {
   /// counter's recent rate (`bridged` long); the figure is then off by at most `error_bound`.
   std::uint64_t counter_restarts = 0;
   std::uint64_t counter_backwards = 0;
+  /// Updates whose advance fell short of what the power read around them says they counted (a
+  /// step back that coincided with an update and was smaller than it, so no decrease was read;
+  /// checked on GPUs that read power with the counter). Nothing is bridged: the figure is the
+  /// counter's, low by at most the part of `error_bound` they add.
+  std::uint64_t counter_shortfalls = 0;
   Seconds bridged{0.0};
   Joules error_bound{0.0};
   /// Reads of the GPU that failed during the window (each retried; a counter keeps counting
