@@ -26,6 +26,7 @@ void add_bso_command(CLI::App& app, Context& ctx) {
     bool json = false;
     long long trial_timeout_s = erg::batch_size::server::kDefaultTrialTimeout.count();
     erg::http_guard::Limits limits;
+    bool allow_anonymous_writes = false;
   };
   auto opts = std::make_shared<Opts>();
   serve->add_option("--db", opts->db, "sqlite:///path.db or postgresql://user@host:port/dbname")->required();
@@ -36,6 +37,10 @@ void add_bso_command(CLI::App& app, Context& ctx) {
                    "(default 86400, a day; 0 never)")
       ->check(CLI::NonNegativeNumber);
   add_connection_options(*serve, opts->limits);
+  serve->add_flag("--allow-anonymous-writes", opts->allow_anonymous_writes,
+                  "Let any peer write any job, as Zeus's server does (for Zeus's clients on other hosts, which send "
+                  "no secret); by default a job is written by root, the local user that registered it, or a request "
+                  "with its secret (X-Erg-Job-Token). See docs/security.md");
   serve->add_flag("--json", opts->json, "Print where it serves as one JSON line on stdout once listening");
   serve->footer("See docs/bso-server.md.");
   serve->callback([&ctx, opts] {
@@ -60,6 +65,10 @@ void add_bso_command(CLI::App& app, Context& ctx) {
                      "--db: " + store.error().message};
     srv::ServiceOptions service_options;
     service_options.trial_timeout = std::chrono::seconds(opts->trial_timeout_s);
+    service_options.allow_anonymous_writes = opts->allow_anonymous_writes;
+    if (opts->allow_anonymous_writes)
+      std::cerr << "erg bso: WARNING: --allow-anonymous-writes: every peer that reaches " << opts->listen
+                << " may change or delete every job\n";
     srv::Service service(**store, service_options);
     auto server = srv::HttpServer::bind(service, http);
     if (!server) throw CliError{kExitFailure, server.error().message};

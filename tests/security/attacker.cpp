@@ -11,6 +11,9 @@
 //       SECONDS more before it exits (a setter that owns what it set while it lives)
 //   erg_attacker flood (--unix PATH | --tcp HOST:PORT) SECONDS
 //       connects and closes at once, as fast as it can; prints {"connects": n, "failed": k}
+//   erg_attacker raw (--unix PATH | --tcp HOST:PORT) REQUEST
+//       sends REQUEST as it is (the two characters \r\n in it become CR LF) on a new
+//       connection; prints {"status": N, "head": "...", "body": "..."} of the reply
 //   erg_attacker slow (--unix PATH | --tcp HOST:PORT) N SECONDS
 //       slow loris: N connections, each sending a request's head one byte every 200 ms (a new
 //       connection replaces one the server closed); prints {"opened": n} once they are open,
@@ -156,6 +159,40 @@ int flood(const Target& t) {
   return 0;
 }
 
+int raw(const Target& t) {
+  if (t.rest.size() != 1) return 2;
+  std::string request;
+  const std::string& given = t.rest[0];
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    if (given.compare(i, 4, "\\r\\n") == 0) {
+      request += "\r\n";
+      i += 3;
+    } else {
+      request += given[i];
+    }
+  }
+  nlohmann::json out{{"status", 0}};
+  const int fd = connect_to(t.endpoint);
+  if (fd < 0) {
+    out["error"] = "cannot connect";
+  } else {
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string reply;
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+      char chunk[4096];
+      for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) reply.append(chunk, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    const auto end = reply.find("\r\n\r\n");
+    if (reply.rfind("HTTP/1.1 ", 0) == 0) out["status"] = std::atoi(reply.c_str() + 9);
+    out["head"] = reply.substr(0, end);
+    out["body"] = end == std::string::npos ? "" : reply.substr(end + 4);
+  }
+  std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  return 0;
+}
+
 int slow(const Target& t) {
   if (t.rest.size() != 2) return 2;
   const int n = std::atoi(t.rest[0].c_str());
@@ -207,7 +244,7 @@ int slow(const Target& t) {
 int main(int argc, char** argv) {
   Target t;
   if (argc < 2 || !parse_target(argc, argv, t)) {
-    std::cerr << "usage: erg_attacker (request|idle|hold|flood|slow) (--unix PATH | --tcp HOST:PORT) ...\n";
+    std::cerr << "usage: erg_attacker (request|idle|hold|flood|slow|raw) (--unix PATH | --tcp HOST:PORT) ...\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -216,6 +253,7 @@ int main(int argc, char** argv) {
   if (mode == "flood") return flood(t);
   if (mode == "hold") return hold(t);
   if (mode == "slow") return slow(t);
+  if (mode == "raw") return raw(t);
   std::cerr << "erg_attacker: unknown attack '" << mode << "'\n";
   return 2;
 }

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -464,8 +465,16 @@ int port_of(const BackgroundShell& server) {
   return 0;
 }
 
-/// One HTTP request on a new loopback connection; the status (0: none) within 5 s.
-int http_status(int port, const std::string& request) {
+/// A reply as a client reads it: status (0: none), head and body.
+struct Exchange {
+  int status = 0;
+  std::string head;
+  std::string body;
+};
+
+/// One HTTP request (which should say Connection: close) on a new loopback connection, as root;
+/// what came back within 5 s.
+Exchange http_exchange(int port, const std::string& request) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -474,17 +483,132 @@ int http_status(int port, const std::string& request) {
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int status = 0;
+  Exchange x;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
       ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
     std::string reply;
     char chunk[4096];
-    for (ssize_t n; reply.find("\r\n") == std::string::npos && (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;)
-      reply.append(chunk, static_cast<std::size_t>(n));
-    if (reply.rfind("HTTP/1.1 ", 0) == 0) status = std::atoi(reply.c_str() + 9);
+    for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) reply.append(chunk, static_cast<std::size_t>(n));
+    if (reply.rfind("HTTP/1.1 ", 0) == 0) x.status = std::atoi(reply.c_str() + 9);
+    const auto end = reply.find("\r\n\r\n");
+    x.head = reply.substr(0, end);
+    if (end != std::string::npos) x.body = reply.substr(end + 4);
   }
   ::close(fd);
-  return status;
+  return x;
+}
+
+int http_status(int port, const std::string& request) { return http_exchange(port, request).status; }
+
+/// METHOD TARGET with a JSON body (empty: none) and extra header lines, closing the connection.
+std::string http_request(const std::string& method, const std::string& target, const std::string& body,
+                         const std::string& headers = "") {
+  return method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers +
+         (body.empty() ? std::string() : "Content-Type: application/json\r\n") +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+/// The server's port from its --json line, waiting up to 10 s.
+int wait_port(const BackgroundShell& server) {
+  int port = 0;
+  for (int i = 0; i < 1000 && port == 0; ++i) {
+    port = port_of(server);
+    if (port == 0) std::this_thread::sleep_for(10ms);
+  }
+  return port;
+}
+
+/// A header's value in a reply head ("" if absent).
+std::string header_of(const std::string& head, const std::string& name) {
+  const auto at = head.find("\r\n" + name + ": ");
+  if (at == std::string::npos) return "";
+  const auto from = at + 4 + name.size();
+  return head.substr(from, head.find("\r\n", from) - from);
+}
+
+// Item 5: the batch-size and Perseus servers authenticated nothing: nobody deleted and poisoned
+// root's BSO job, and took a new Perseus job's rank 1 within 0.5 s (its id is the clock). Now a
+// BSO job is written only by root, the local user that registered it (read from the kernel's
+// socket table over loopback) or a request presenting the secret its registration answered;
+// a Perseus job id carries 64 random bits and another local user is refused its ranks.
+TEST_F(Security, Item5OnlyAJobsOwnerWritesIt) {
+  const std::string erg = shell_quote(ERG_CLI_PATH);
+  const std::string nobody = "setpriv --reuid=nobody --regid=nogroup --clear-groups " + shell_quote(ATTACKER_PATH);
+  auto as_nobody = [&](int port, const std::string& request) {
+    auto r = run_shell(nobody + " raw --tcp 127.0.0.1:" + std::to_string(port) + " " + shell_quote(request));
+    auto j = json::parse(r.out, nullptr, false);
+    Exchange x;
+    if (j.is_discarded()) return x;
+    x.status = j.value("status", 0);
+    x.head = j.value("head", "");
+    x.body = j.value("body", "");
+    return x;
+  };
+  // The batch-size server.
+  {
+    BackgroundShell bso("exec " + erg + " bso serve --db " + shell_quote("sqlite:///" + dir_.path() + "/bso.db") +
+                        " --listen 127.0.0.1:0 --json");
+    const int port = wait_port(bso);
+    ASSERT_NE(port, 0) << bso.err();
+    auto job = [](const std::string& id) {
+      return json{{"job_id", id},
+                  {"job_id_prefix", "sec"},
+                  {"batch_sizes", {32, 64, 128}},
+                  {"default_batch_size", 64},
+                  {"max_epochs", 5},
+                  {"mab_seed", 7},
+                  {"max_power", 300},
+                  {"number_of_gpus", 1},
+                  {"gpu_model", "A100"}}
+          .dump();
+    };
+    const Exchange made = http_exchange(port, http_request("POST", "/jobs", job("sec-root")));
+    ASSERT_EQ(made.status, 201) << made.head << made.body;
+    const std::string secret = header_of(made.head, "X-Erg-Job-Token");
+    ASSERT_EQ(secret.size(), 32u) << made.head;
+    const std::string report = json{{"job_id", "sec-root"}, {"batch_size", 64}, {"trial_number", 1}, {"time", 1.0},
+                                    {"energy", 1e9},        {"metric", 0.1},    {"current_epoch", 1}}
+                                   .dump();
+    for (const auto& attack :
+         {http_request("DELETE", "/jobs?job_id=sec-root", ""),
+          http_request("GET", "/jobs/batch_size?job_id=sec-root", ""), http_request("POST", "/report", report),
+          http_request("PATCH", "/trials", R"({"job_id":"sec-root","batch_size":64,"trial_number":1})")}) {
+      const Exchange x = as_nobody(port, attack);
+      EXPECT_EQ(x.status, 403) << attack << "\n" << x.head << x.body;
+    }
+    // Root's job is whole: its first trial is still to come.
+    const Exchange first = http_exchange(port, http_request("GET", "/jobs/batch_size?job_id=sec-root", ""));
+    ASSERT_EQ(first.status, 200) << first.body;
+    EXPECT_EQ(json::parse(first.body)["trial_number"], 1);
+    // The secret opens it to whoever root gives it to.
+    const Exchange with_secret = as_nobody(
+        port, http_request("GET", "/jobs/batch_size?job_id=sec-root", "", "X-Erg-Job-Token: " + secret + "\r\n"));
+    EXPECT_EQ(with_secret.status, 200) << with_secret.body;
+    // A job nobody registers is nobody's: it writes it without a secret, as Zeus's client does.
+    EXPECT_EQ(as_nobody(port, http_request("POST", "/jobs", job("sec-nobody"))).status, 201);
+    EXPECT_EQ(as_nobody(port, http_request("GET", "/jobs/batch_size?job_id=sec-nobody", "")).status, 200);
+    EXPECT_EQ(as_nobody(port, http_request("DELETE", "/jobs?job_id=sec-nobody", "")).status, 200);
+  }
+  // The Perseus server.
+  {
+    BackgroundShell perseus("exec " + erg +
+                            " perseus serve --scheduler online --microbatches 2 --frequency-step 2 "
+                            "--listen 127.0.0.1:0 --json");
+    const int port = wait_port(perseus);
+    ASSERT_NE(port, 0) << perseus.err();
+    const std::string job =
+        R"({"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2,"job_metadata":"sec"})";
+    const Exchange made = http_exchange(port, http_request("POST", "/register_job", job));
+    ASSERT_EQ(made.status, 200) << made.body;
+    const std::string id = json::parse(made.body).get<std::string>();
+    EXPECT_TRUE(std::regex_search(id, std::regex(R"(\+[0-9a-f]{16}\+sec$)"))) << id;
+    const std::string rank1 =
+        R"({"rank":1,"dp_rank":0,"pp_rank":1,"tp_rank":0,"available_frequencies":[1410,1200,1000]})";
+    const Exchange taken = as_nobody(port, http_request("POST", "/register_rank/" + id, rank1));
+    EXPECT_EQ(taken.status, 403) << taken.body;
+    const Exchange mine = http_exchange(port, http_request("POST", "/register_rank/" + id, rank1));
+    EXPECT_EQ(mine.status, 200) << mine.body;
+  }
 }
 
 TEST_F(Security, Item6SlowAndIdleConnectionsDoNotStallTheServers) {

@@ -283,6 +283,14 @@ bool client_gone() {
   return recv(current->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+Caller caller_of(const httplib::Request& req) {
+  Caller c;
+  c.in_process = false;
+  if (const Peer* peer = current_peer(); peer && peer->local && peer->uid) c.uid = *peer->uid;
+  c.token = req.get_header_value(kJobTokenHeader);
+  return c;
+}
+
 void end_connection_after_reply() {
   if (current) current->end_after_reply = true;
 }

@@ -2,10 +2,15 @@
 
 #include <httplib.h>
 
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace erg::batch_size::client {
 namespace {
+
+/// The header a job's secret travels in (the server's erg::http_guard::kJobTokenHeader).
+constexpr const char* kJobTokenHeader = "X-Erg-Job-Token";
 
 using nlohmann::json;
 
@@ -84,21 +89,29 @@ struct Client::Impl {
   std::string url;
   std::string prefix;  ///< Path the routes are appended to ("" or "/something").
   httplib::Client http;
+  std::string token;                          ///< ClientOptions::job_token (or the environment's)
+  std::map<std::string, std::string> tokens;  ///< Secrets the server gave, by job id
 
   Impl(std::string u, std::string p, const std::string& origin)
       : url(std::move(u)), prefix(std::move(p)), http(origin) {}
 
   /// Sends one request; the status and parsed body of a 2xx answer, or the error for anything else.
+  /// `job_id`: the job the request writes, whose secret it presents.
   Result<std::pair<int, json>> send(const char* method, const std::string& route, const std::string& query,
-                                    const std::optional<json>& body) {
+                                    const std::optional<json>& body, const std::string& job_id,
+                                    std::string* answered_token = nullptr) {
     const std::string what = std::string(method) + " " + route;
     const std::string path = prefix + route + query;
     const std::string text = body ? body->dump() : std::string();
     const std::string_view m(method);
-    httplib::Result res = m == "GET"     ? http.Get(path)
-                          : m == "POST"  ? http.Post(path, text, "application/json")
-                          : m == "PATCH" ? http.Patch(path, text, "application/json")
-                                         : http.Delete(path);
+    httplib::Headers headers;
+    const auto known = tokens.find(job_id);
+    const std::string& secret = known != tokens.end() ? known->second : token;
+    if (!secret.empty()) headers.emplace(kJobTokenHeader, secret);
+    httplib::Result res = m == "GET"     ? http.Get(path, headers)
+                          : m == "POST"  ? http.Post(path, headers, text, "application/json")
+                          : m == "PATCH" ? http.Patch(path, headers, text, "application/json")
+                                         : http.Delete(path, headers);
     if (!res) {
       const auto err = res.error();
       const ErrorCode code =
@@ -113,6 +126,7 @@ struct Client::Impl {
                   what + ": the server answered " + std::to_string(res->status) + ": " + server_message(res->body));
     json j = res->body.empty() ? json(nullptr) : json::parse(res->body, nullptr, false);
     if (j.is_discarded()) return fail(ErrorCode::kIo, what + ": the server's answer is not JSON");
+    if (answered_token) *answered_token = res->get_header_value(kJobTokenHeader);
     return std::pair<int, json>(res->status, std::move(j));
   }
 };
@@ -146,6 +160,9 @@ Result<Client> Client::create(std::string_view url, ClientOptions options) {
   impl->http.set_read_timeout(ms / 1000, (ms % 1000) * 1000);
   impl->http.set_write_timeout(ms / 1000, (ms % 1000) * 1000);
   impl->http.set_keep_alive(true);
+  impl->token = options.job_token;
+  if (impl->token.empty())
+    if (const char* env = std::getenv("ERG_BSO_JOB_TOKEN")) impl->token = env;
   return Client(std::move(impl));
 }
 
@@ -159,7 +176,8 @@ std::string job_body(const JobConfig& job, const GpuConfig& gpus) {
 
 Result<RegisteredJob> Client::register_job(const JobConfig& job, const GpuConfig& gpus) {
   constexpr std::string_view kWhat = "POST /jobs";
-  auto answer = impl_->send("POST", "/jobs", "", json::parse(job_body(job, gpus)));
+  std::string given;
+  auto answer = impl_->send("POST", "/jobs", "", json::parse(job_body(job, gpus)), job.job_id.value_or(""), &given);
   if (!answer) return fail(answer.error());
   const auto& [status, j] = *answer;
   RegisteredJob out;
@@ -167,6 +185,7 @@ Result<RegisteredJob> Client::register_job(const JobConfig& job, const GpuConfig
   auto id = field<std::string>(j, "job_id", kWhat);
   if (!id) return fail(id.error());
   out.job_id = *id;
+  if (!given.empty()) impl_->tokens[*id] = given;
   out.config = job;
   out.config.job_id = *id;
   if (auto sizes = field<std::vector<int>>(j, "batch_sizes", kWhat)) out.config.params.batch_sizes = *sizes;
@@ -177,7 +196,7 @@ Result<RegisteredJob> Client::register_job(const JobConfig& job, const GpuConfig
 Result<TrialId> Client::get_batch_size(std::string_view job_id) {
   constexpr std::string_view kWhat = "GET /jobs/batch_size";
   const std::string query = httplib::append_query_params("", {{"job_id", std::string(job_id)}});
-  auto answer = impl_->send("GET", "/jobs/batch_size", query, std::nullopt);
+  auto answer = impl_->send("GET", "/jobs/batch_size", query, std::nullopt, std::string(job_id));
   if (!answer) return fail(answer.error());
   const json& j = answer->second;
   auto id = field<std::string>(j, "job_id", kWhat);
@@ -196,7 +215,7 @@ Result<ReportResponse> Client::report(const TrainingReport& r) {
   body["energy"] = r.energy.value();
   body["metric"] = r.metric;
   body["current_epoch"] = r.current_epoch;
-  auto answer = impl_->send("POST", "/report", "", body);
+  auto answer = impl_->send("POST", "/report", "", body, r.trial.job_id);
   if (!answer) return fail(answer.error());
   const json& j = answer->second;
   auto stop = field<bool>(j, "stop_train", kWhat);
@@ -209,13 +228,15 @@ Result<ReportResponse> Client::report(const TrainingReport& r) {
 }
 
 Result<void> Client::end_trial(const TrialId& trial) {
-  if (auto answer = impl_->send("PATCH", "/trials", "", trial_json(trial)); !answer) return fail(answer.error());
+  if (auto answer = impl_->send("PATCH", "/trials", "", trial_json(trial), trial.job_id); !answer)
+    return fail(answer.error());
   return ok();
 }
 
 Result<void> Client::delete_job(std::string_view job_id) {
   const std::string query = httplib::append_query_params("", {{"job_id", std::string(job_id)}});
-  if (auto answer = impl_->send("DELETE", "/jobs", query, std::nullopt); !answer) return fail(answer.error());
+  if (auto answer = impl_->send("DELETE", "/jobs", query, std::nullopt, std::string(job_id)); !answer)
+    return fail(answer.error());
   return ok();
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 void send(httplib::Response& res, const Reply& reply) {
   res.status = reply.status;
+  if (!reply.job_token.empty()) res.set_header(http_guard::kJobTokenHeader, reply.job_token);
   res.set_content(reply.body, "application/json");
 }
 
@@ -38,17 +39,19 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   // for the client's delayed ACK (40 ms on Linux) on a kept-alive connection.
   s.set_tcp_nodelay(true);
   s.Post("/jobs", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.register_job(req.body));
+    send(res, service.register_job(req.body, http_guard::caller_of(req)));
   });
   s.Get("/jobs/batch_size", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.get_batch_size(query(req, "job_id")));
+    send(res, service.get_batch_size(query(req, "job_id"), http_guard::caller_of(req)));
   });
-  s.Post("/report",
-         [&service](const httplib::Request& req, httplib::Response& res) { send(res, service.report(req.body)); });
-  s.Patch("/trials",
-          [&service](const httplib::Request& req, httplib::Response& res) { send(res, service.end_trial(req.body)); });
+  s.Post("/report", [&service](const httplib::Request& req, httplib::Response& res) {
+    send(res, service.report(req.body, http_guard::caller_of(req)));
+  });
+  s.Patch("/trials", [&service](const httplib::Request& req, httplib::Response& res) {
+    send(res, service.end_trial(req.body, http_guard::caller_of(req)));
+  });
   s.Delete("/jobs", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.delete_job(query(req, "job_id")));
+    send(res, service.delete_job(query(req, "job_id"), http_guard::caller_of(req)));
   });
   // Statuses httplib answers itself (404 no route, 413 body too large, 400 bad request) get a
   // JSON body too; FastAPI answers an unknown route {"detail": "Not Found"}.

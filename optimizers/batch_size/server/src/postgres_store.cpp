@@ -160,6 +160,30 @@ class PostgresTransaction final : public Transaction {
     return fail(broken(e, "stale trials"));
   }
 
+  Result<std::optional<JobAccess>> load_access(std::string_view job_id) override try {
+    const auto rows =
+        work_->exec_params("SELECT owner_uid, token_sha256 FROM erg_job_access WHERE job_id = $1", std::string(job_id));
+    if (rows.empty()) return std::optional<JobAccess>();
+    JobAccess a;
+    if (!rows[0][0].is_null()) a.owner_uid = rows[0][0].as<std::int64_t>();
+    a.token_sha256 = rows[0][1].as<std::string>();
+    return std::optional<JobAccess>(std::move(a));
+  } catch (const std::exception& e) {
+    return fail(broken(e, "load job access"));
+  }
+
+  Result<void> save_access(std::string_view job_id, const JobAccess& access) override try {
+    const std::optional<std::string> owner =
+        access.owner_uid ? std::optional<std::string>(std::to_string(*access.owner_uid)) : std::nullopt;
+    work_->exec_params(
+        "INSERT INTO erg_job_access (job_id, owner_uid, token_sha256) VALUES ($1, $2, $3)"
+        " ON CONFLICT (job_id) DO UPDATE SET owner_uid = EXCLUDED.owner_uid, token_sha256 = EXCLUDED.token_sha256",
+        std::string(job_id), nullable(owner), access.token_sha256);
+    return ok();
+  } catch (const std::exception& e) {
+    return fail(broken(e, "save job access"));
+  }
+
   Result<bool> delete_job(std::string_view job_id) override try {
     const auto r = work_->exec_params("DELETE FROM Job WHERE job_id = $1", std::string(job_id));
     return r.affected_rows() > 0;

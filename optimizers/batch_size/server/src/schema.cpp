@@ -10,6 +10,7 @@ std::vector<std::string> migrations(const std::string& real) {
   // Version 1: Zeus's four tables (server/database/schema.py), plus optimizer_state.
   // Version 2: Trial.last_seen_timestamp (when the trial was dispatched or last reported), for
   // the trial timeout, and an index of each job's dispatched trials to find the stale ones.
+  // Version 3: erg_job_access, who may write each job (its owner's uid, its secret's SHA-256).
   return {
       "CREATE TABLE Job ("
       " job_id VARCHAR(400) PRIMARY KEY,"
@@ -87,6 +88,10 @@ std::vector<std::string> migrations(const std::string& real) {
           " FOREIGN KEY (job_id, batch_size) REFERENCES BatchSize(job_id, batch_size) ON DELETE CASCADE);",
       "ALTER TABLE Trial ADD COLUMN last_seen_timestamp VARCHAR(40);"
       "CREATE INDEX trial_dispatched ON Trial (job_id) WHERE status = 'Dispatched';",
+      "CREATE TABLE erg_job_access ("
+      " job_id VARCHAR(400) PRIMARY KEY REFERENCES Job(job_id) ON DELETE CASCADE,"
+      " owner_uid BIGINT,"
+      " token_sha256 VARCHAR(64) NOT NULL);",
   };
 }
 

@@ -374,7 +374,7 @@ Reply validation_reply(std::string_view field, std::string_view message, std::st
                answer_text(json{{"detail", detail}, {"message", std::string(field) + ": " + std::string(message)}})};
 }
 
-Reply Service::register_job(std::string_view body) {
+Reply Service::register_job(std::string_view body, const Caller& caller) {
   auto req = parse_job(body);
   if (!req) return from_invalid(req.error());
   JobRecord job;
@@ -391,23 +391,63 @@ Reply Service::register_job(std::string_view body) {
   if (!tx) return store_error(tx.error());
   auto existing = (*tx)->load_job(job.job_id);
   if (!existing) return store_error(existing.error());
+  // Who may write the job: the caller's local user, and the holder of its secret.
+  JobAccess access;
+  if (!caller.in_process && caller.uid) access.owner_uid = *caller.uid;
+  std::string new_token;
+  if (!caller.token.empty()) {
+    access.token_sha256 = http_guard::sha256_hex(caller.token);
+  } else {
+    new_token = http_guard::random_hex(16);
+    access.token_sha256 = http_guard::sha256_hex(new_token);
+  }
   if (*existing) {
     if (!same_job(**existing, *req))
       return error_reply(409, "job " + job.job_id + " exists with a different configuration");
+    auto known = (*tx)->load_access(job.job_id);
+    if (!known) return store_error(known.error());
+    if (!*known && access.owner_uid) {
+      // Registered before erg kept owners (or by Zeus's server on a shared database): the first
+      // local user to register it again owns it from now on.
+      if (auto r = (*tx)->save_access(job.job_id, access); !r) return store_error(r.error());
+      if (auto r = (*tx)->commit(); !r) return store_error(r.error());
+      Reply reply = ok_reply(200, job_json(**existing));
+      reply.job_token = new_token;
+      return reply;
+    }
     return ok_reply(200, job_json(**existing));
   }
   if (auto r = (*tx)->insert_job(job); !r) {
     if (r.error().code == ErrorCode::kAlreadyExists) return error_reply(409, r.error().message);
     return store_error(r.error());
   }
+  if (auto r = (*tx)->save_access(job.job_id, access); !r) return store_error(r.error());
   if (auto r = (*tx)->commit(); !r) return store_error(r.error());
-  return ok_reply(201, job_json(job));
+  Reply reply = ok_reply(201, job_json(job));
+  reply.job_token = new_token;
+  return reply;
+}
+
+std::optional<Reply> Service::refuse_write(const Caller& caller, const std::optional<JobAccess>& access,
+                                           const std::string& job_id) const {
+  if (caller.in_process || options_.allow_anonymous_writes) return std::nullopt;
+  if (caller.uid && *caller.uid == 0) return std::nullopt;  // root on this machine
+  if (!access) return std::nullopt;                         // a job without an owner (see register_job)
+  if (access->owner_uid && caller.uid && *access->owner_uid == static_cast<std::int64_t>(*caller.uid))
+    return std::nullopt;
+  if (!caller.token.empty() && !access->token_sha256.empty() &&
+      http_guard::same_secret(http_guard::sha256_hex(caller.token), access->token_sha256))
+    return std::nullopt;
+  return error_reply(403, "job " + job_id +
+                              " belongs to another user: run as its owner, or present the secret its registration "
+                              "answered in " +
+                              http_guard::kJobTokenHeader);
 }
 
 /// Loads, restores, fails the trials that timed out, lets `op` act on the optimizer and saves it
 /// if anything changed — one transaction. `unknown_job_status` answers a job that does not exist.
 template <class Op>
-Reply Service::with_job(const std::string& job_id, int unknown_job_status, Op op) {
+Reply Service::with_job(const std::string& job_id, int unknown_job_status, const Caller& caller, Op op) {
   // No job has such an id (registering one is refused), and the database may refuse the bytes.
   if (!storable(job_id)) return error_reply(unknown_job_status, "unknown job " + job_id);
   auto tx = store_.begin();
@@ -415,6 +455,9 @@ Reply Service::with_job(const std::string& job_id, int unknown_job_status, Op op
   auto job = (*tx)->load_job(job_id);
   if (!job) return store_error(job.error());
   if (!*job) return error_reply(unknown_job_status, "unknown job " + job_id);
+  auto access = (*tx)->load_access(job_id);
+  if (!access) return store_error(access.error());
+  if (auto refused = refuse_write(caller, *access, job_id)) return *refused;
   auto optimizer = Optimizer::restore((*job)->optimizer_state);
   if (!optimizer) return store_error(optimizer.error());
   const auto now = options_.clock();
@@ -451,9 +494,9 @@ Reply Service::with_job(const std::string& job_id, int unknown_job_status, Op op
   return reply;
 }
 
-Reply Service::get_batch_size(const std::optional<std::string>& job_id) {
+Reply Service::get_batch_size(const std::optional<std::string>& job_id, const Caller& caller) {
   if (!job_id) return validation_reply("job_id", "field required", "query");
-  return with_job(*job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(*job_id, 400, caller, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     auto trial = o.predict();
     if (!trial) return error_reply(400, trial.error().message);
     touched.push_back(trial->trial_number);
@@ -463,11 +506,11 @@ Reply Service::get_batch_size(const std::optional<std::string>& job_id) {
   });
 }
 
-Reply Service::report(std::string_view body) {
+Reply Service::report(std::string_view body, const Caller& caller) {
   auto req = parse_report(body);
   if (!req) return from_invalid(req.error());
   const auto& t = req->trial;
-  return with_job(t.job_id, 400, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(t.job_id, 400, caller, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     if (t.trial_number > static_cast<int>(o.trials().size()))
       return error_reply(404, "unknown trial " + std::to_string(t.trial_number) + " of job " + t.job_id);
     const Trial& before = o.trials()[static_cast<std::size_t>(t.trial_number - 1)];
@@ -489,10 +532,10 @@ Reply Service::report(std::string_view body) {
   });
 }
 
-Reply Service::end_trial(std::string_view body) {
+Reply Service::end_trial(std::string_view body, const Caller& caller) {
   auto req = parse_trial_body(body);
   if (!req) return from_invalid(req.error());
-  return with_job(req->job_id, 404, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
+  return with_job(req->job_id, 404, caller, [&](Optimizer& o, std::vector<int>& touched, bool& changed) {
     if (req->trial_number > static_cast<int>(o.trials().size()))
       return error_reply(404, "unknown trial " + std::to_string(req->trial_number) + " of job " + req->job_id);
     const Trial& t = o.trials()[static_cast<std::size_t>(req->trial_number - 1)];
@@ -507,11 +550,17 @@ Reply Service::end_trial(std::string_view body) {
   });
 }
 
-Reply Service::delete_job(const std::optional<std::string>& job_id) {
+Reply Service::delete_job(const std::optional<std::string>& job_id, const Caller& caller) {
   if (!job_id) return validation_reply("job_id", "field required", "query");
   if (!storable(*job_id)) return error_reply(404, "unknown job " + *job_id);
   auto tx = store_.begin();
   if (!tx) return store_error(tx.error());
+  auto job = (*tx)->load_job(*job_id);  // locks it
+  if (!job) return store_error(job.error());
+  if (!*job) return error_reply(404, "unknown job " + *job_id);
+  auto access = (*tx)->load_access(*job_id);
+  if (!access) return store_error(access.error());
+  if (auto refused = refuse_write(caller, *access, *job_id)) return *refused;
   auto gone = (*tx)->delete_job(*job_id);
   if (!gone) return store_error(gone.error());
   if (!*gone) return error_reply(404, "unknown job " + *job_id);

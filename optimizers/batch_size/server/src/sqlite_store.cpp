@@ -327,6 +327,34 @@ class SqliteTransaction final : public Transaction {
     return out;
   }
 
+  Result<std::optional<JobAccess>> load_access(std::string_view job_id) override {
+    auto s = db_.prepare("SELECT owner_uid, token_sha256 FROM erg_job_access WHERE job_id = ?");
+    if (!s) return fail(s.error());
+    bind_value(*s, 1, job_id);
+    const int rc = sqlite3_step(*s);
+    if (rc == SQLITE_DONE) return std::optional<JobAccess>();
+    if (rc != SQLITE_ROW) return fail(db_.error("load job access"));
+    JobAccess a;
+    if (sqlite3_column_type(*s, 0) != SQLITE_NULL) a.owner_uid = sqlite3_column_int64(*s, 0);
+    a.token_sha256 = text(*s, 1);
+    sqlite3_reset(*s);
+    return std::optional<JobAccess>(std::move(a));
+  }
+
+  Result<void> save_access(std::string_view job_id, const JobAccess& access) override {
+    auto s = db_.prepare("INSERT OR REPLACE INTO erg_job_access (job_id, owner_uid, token_sha256) VALUES (?,?,?)");
+    if (!s) return fail(s.error());
+    bind_value(*s, 1, job_id);
+    if (access.owner_uid)
+      sqlite3_bind_int64(*s, 2, *access.owner_uid);
+    else
+      sqlite3_bind_null(*s, 2);
+    bind_value(*s, 3, std::string_view(access.token_sha256));
+    if (sqlite3_step(*s) != SQLITE_DONE) return fail(db_.error("save job access"));
+    sqlite3_reset(*s);
+    return ok();
+  }
+
   Result<bool> delete_job(std::string_view job_id) override {
     auto s = db_.prepare("DELETE FROM Job WHERE job_id = ?");
     if (!s) return fail(s.error());

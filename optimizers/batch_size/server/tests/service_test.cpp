@@ -467,6 +467,75 @@ TEST_P(ServiceTest, TrialTimeoutFailsASilentTrialExactlyAsEndTrialWould) {
   EXPECT_NE(column(arms_sql + "test-ta' ORDER BY batch_size"), arms_before);  // the six reports did count
 }
 
+// Item 5 of issue 31: any local user could delete or poison another's job. A job now belongs to
+// the local user that registered it and to whoever holds the secret its registration answered;
+// root may write any job; --allow-anonymous-writes restores Zeus's open server.
+TEST_P(ServiceTest, OnlyTheOwnerRootOrTheSecretMayWriteAJob) {
+  const Caller owner{.in_process = false, .uid = 1000, .token = ""};
+  const Caller other{.in_process = false, .uid = 1001, .token = ""};
+  const Caller root{.in_process = false, .uid = 0, .token = ""};
+  const Caller remote{.in_process = false, .uid = std::nullopt, .token = ""};
+  const Reply made = service_->register_job(job_body("test-own").dump(), owner);
+  ASSERT_EQ(made.status, 201) << made.body;
+  ASSERT_EQ(made.job_token.size(), 32u);  // 128 random bits, hex
+  Caller holder = other;
+  holder.token = made.job_token;
+  Caller forger = other;
+  forger.token = std::string(32, 'a');
+
+  for (const Caller* refused : std::initializer_list<const Caller*>{&other, &remote, &forger}) {
+    EXPECT_EQ(service_->get_batch_size("test-own", *refused).status, 403);
+    EXPECT_EQ(service_->delete_job("test-own", *refused).status, 403);
+    const Reply r = service_->end_trial(R"({"job_id":"test-own","batch_size":128,"trial_number":1})", *refused);
+    EXPECT_EQ(r.status, 403) << r.body;
+    EXPECT_NE(r.body.find("belongs to another user"), std::string::npos) << r.body;
+  }
+  // Registering the same job again is a read: allowed, but the secret is not handed out again.
+  const Reply again = service_->register_job(job_body("test-own").dump(), other);
+  EXPECT_EQ(again.status, 200);
+  EXPECT_TRUE(again.job_token.empty());
+  EXPECT_EQ(column("SELECT COUNT(*) FROM Trial"), std::vector<std::string>{"0"}) << "a refused write wrote";
+
+  EXPECT_EQ(service_->get_batch_size("test-own", owner).status, 200);
+  EXPECT_EQ(service_->get_batch_size("test-own", root).status, 200);
+  EXPECT_EQ(service_->get_batch_size("test-own", holder).status, 200);
+  EXPECT_EQ(column("SELECT COUNT(*) FROM Trial"), std::vector<std::string>{"3"});
+  // The secret is stored hashed, never as given.
+  EXPECT_EQ(column("SELECT COUNT(*) FROM erg_job_access WHERE token_sha256 = '" + made.job_token + "'"),
+            std::vector<std::string>{"0"});
+
+  // A client may bring its own secret (shared by a job's hosts): it is the job's.
+  Caller brings = remote;
+  brings.token = "shared-by-the-launcher";
+  const Reply own = service_->register_job(job_body("test-brought").dump(), brings);
+  ASSERT_EQ(own.status, 201);
+  EXPECT_TRUE(own.job_token.empty());
+  EXPECT_EQ(service_->get_batch_size("test-brought", brings).status, 200);
+  EXPECT_EQ(service_->get_batch_size("test-brought", remote).status, 403);
+
+  // Zeus's open server, when the operator asks for it.
+  ServiceOptions open;
+  open.allow_anonymous_writes = true;
+  Service anonymous(*store_, open);
+  EXPECT_EQ(anonymous.get_batch_size("test-own", remote).status, 200);
+  EXPECT_EQ(anonymous.delete_job("test-own", other).status, 200);
+}
+
+// A job registered before erg kept owners has no access record: writable by anyone, as before,
+// until a local user registers it again and so owns it.
+TEST_P(ServiceTest, AJobWithoutAnOwnerIsClaimedByTheNextLocalRegistration) {
+  const Caller owner{.in_process = false, .uid = 1000, .token = ""};
+  const Caller other{.in_process = false, .uid = 1001, .token = ""};
+  ASSERT_EQ(service_->register_job(job_body("test-old").dump()).status, 201);
+  column("DELETE FROM erg_job_access");
+  EXPECT_EQ(service_->get_batch_size("test-old", other).status, 200);
+  const Reply claimed = service_->register_job(job_body("test-old").dump(), owner);
+  EXPECT_EQ(claimed.status, 200);
+  EXPECT_EQ(claimed.job_token.size(), 32u);
+  EXPECT_EQ(service_->get_batch_size("test-old", other).status, 403);
+  EXPECT_EQ(service_->get_batch_size("test-old", owner).status, 200);
+}
+
 TEST_P(ServiceTest, SchemaOneDatabaseMigratesAndItsTrialsTimeOutFromTheirStart) {
   const FakeClock clock;
   {
@@ -480,11 +549,12 @@ TEST_P(ServiceTest, SchemaOneDatabaseMigratesAndItsTrialsTimeOutFromTheirStart) 
   store_.reset();
   column("DROP INDEX trial_dispatched");
   column("ALTER TABLE Trial DROP COLUMN last_seen_timestamp");
+  column("DROP TABLE erg_job_access");
   column(GetParam() == "sqlite" ? "PRAGMA user_version = 1" : "UPDATE erg_schema_version SET version = 1");
   auto s = open_store(url_);
   ASSERT_TRUE(s) << s.error().message;
   store_ = std::move(*s);
-  EXPECT_EQ(store_->schema_version(), 2);
+  EXPECT_EQ(store_->schema_version(), kSchemaVersion);
   Service svc(*store_, clock.options(std::chrono::seconds(100)));
   clock.advance(50);
   EXPECT_EQ(json::parse(svc.get_batch_size("test-m").body)["trial_number"], 2);

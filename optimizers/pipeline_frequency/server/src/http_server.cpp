@@ -45,21 +45,22 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Service& service, const Htt
   // A waiting GET /schedule runs inside its handler: rank_timeout bounds it, and it ends when its
   // client leaves (client_gone); each holds one of its peer's connections (Limits::max_per_peer).
   s.Post("/register_job", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.register_job(req.body));
+    send(res, service.register_job(req.body, http_guard::caller_of(req)));
   });
   // Job ids hold '+' and whatever job_metadata holds (even '/'), so the id is the rest of the path.
   s.Post(R"(/register_rank/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.register_rank(req.matches[1], req.body));
+    send(res, service.register_rank(req.matches[1], req.body, http_guard::caller_of(req)));
   });
   s.Get(R"(/schedule/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.get_schedule(req.matches[1], query(req, "rank"), http_guard::client_gone));
+    send(res,
+         service.get_schedule(req.matches[1], query(req, "rank"), http_guard::client_gone, http_guard::caller_of(req)));
   });
   s.Post(R"(/result/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.post_result(req.matches[1], req.body));
+    send(res, service.post_result(req.matches[1], req.body, http_guard::caller_of(req)));
   });
   // erg's addition: the job's scheduler state (the online scheduler's phase and plan).
   s.Get(R"(/state/(.+))", [&service](const httplib::Request& req, httplib::Response& res) {
-    send(res, service.get_state(req.matches[1]));
+    send(res, service.get_state(req.matches[1], http_guard::caller_of(req)));
   });
   // Statuses httplib answers itself get a JSON body too, FastAPI's {"detail": ...}.
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {

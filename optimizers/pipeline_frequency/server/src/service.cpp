@@ -1,7 +1,6 @@
 #include "erg/optimizers/pipeline_frequency/server/service.hpp"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
+
+#include "erg/optimizers/http_guard.hpp"
 
 namespace erg::pipeline_frequency::server {
 
@@ -36,6 +37,7 @@ struct Service::Job {
   std::chrono::system_clock::time_point last_seen;
   std::filesystem::path dump;  ///< Its dump folder, made new at registration; empty when not dumping.
   std::condition_variable cv;
+  std::optional<std::uint32_t> owner;  ///< The local user that registered it, when known.
 };
 
 namespace {
@@ -352,23 +354,18 @@ void Service::close() {
   }
 }
 
-std::string random_id_nonce() {
-  std::uint64_t bits = 0;
-  auto* p = reinterpret_cast<unsigned char*>(&bits);
-  std::size_t got = 0;
-  while (got < sizeof bits) {
-    const ssize_t n = getrandom(p + got, sizeof bits - got, 0);
-    if (n > 0)
-      got += static_cast<std::size_t>(n);
-    else if (errno != EINTR)
-      throw std::system_error(errno, std::generic_category(), "getrandom");
-  }
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
-  return text;
-}
+std::string random_id_nonce() { return http_guard::random_hex(8); }
 
-Reply Service::register_job(std::string_view body) {
+namespace {
+/// 403 when `caller` is a local user other than the job's owner (root may act on any job).
+std::optional<Reply> refuse_caller(const Caller& caller, const std::optional<std::uint32_t>& owner,
+                                   const std::string& job_id) {
+  if (caller.in_process || !owner || !caller.uid || *caller.uid == 0 || *caller.uid == *owner) return std::nullopt;
+  return error_reply(403, "job " + job_id + " belongs to another user");
+}
+}  // namespace
+
+Reply Service::register_job(std::string_view body, const Caller& caller) {
   auto info = parse_job(body);
   if (!info) return from_invalid(info.error());
   if (auto ok = check_plan(options_.scheduler, *info); !ok) return error_reply(400, ok.error().message);
@@ -398,6 +395,7 @@ Reply Service::register_job(std::string_view body) {
   job->waiting.assign(n, false);
   job->results.resize(n);
   job->last_seen = now;
+  if (!caller.in_process) job->owner = caller.uid;
   if (options_.dump_data) {
     // Never dump_dir / job_id: the id holds the client's job_metadata ("/../../x", a link's name).
     auto folder = make_dump_folder(options_.dump_dir, info->job_id);
@@ -408,7 +406,7 @@ Reply Service::register_job(std::string_view body) {
   return Reply{200, answer_text(json(info->job_id))};
 }
 
-Reply Service::register_rank(const std::string& job_id, std::string_view body) {
+Reply Service::register_rank(const std::string& job_id, std::string_view body, const Caller& caller) {
   auto info = parse_rank(body);
   if (!info) return from_invalid(info.error());
   std::lock_guard lock(mu_);
@@ -416,6 +414,7 @@ Reply Service::register_rank(const std::string& job_id, std::string_view body) {
   evict_idle_locked();
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return error_reply(404, "unknown job " + job_id);
+  if (auto refused = refuse_caller(caller, it->second->owner, job_id)) return *refused;
   auto job = it->second;
   job->last_seen = options_.clock();
   const auto& ji = job->info;
@@ -452,7 +451,7 @@ Reply Service::register_rank(const std::string& job_id, std::string_view body) {
 }
 
 Reply Service::get_schedule(const std::string& job_id, const std::optional<std::string>& rank_text,
-                            const std::function<bool()>& client_gone) {
+                            const std::function<bool()>& client_gone, const Caller& caller) {
   if (!rank_text) return validation_reply("rank", "field required", "query");
   int rank = 0;
   try {
@@ -467,6 +466,7 @@ Reply Service::get_schedule(const std::string& job_id, const std::optional<std::
   evict_idle_locked();
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return error_reply(404, "unknown job " + job_id);
+  if (auto refused = refuse_caller(caller, it->second->owner, job_id)) return *refused;
   auto job = it->second;
   const int n = job->info.world_size;
   if (rank < 0 || rank >= n)
@@ -538,7 +538,7 @@ Reply Service::get_schedule(const std::string& job_id, const std::optional<std::
   return Reply{200, to_json(job->schedules[r])};
 }
 
-Reply Service::post_result(const std::string& job_id, std::string_view body) {
+Reply Service::post_result(const std::string& job_id, std::string_view body, const Caller& caller) {
   auto result = parse_result(body);
   if (!result) return from_invalid(result.error());
   std::lock_guard lock(mu_);
@@ -546,6 +546,7 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
   evict_idle_locked();
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return error_reply(404, "unknown job " + job_id);
+  if (auto refused = refuse_caller(caller, it->second->owner, job_id)) return *refused;
   auto job = it->second;
   const int n = job->info.world_size;
   const int rank = result->rank;
@@ -585,12 +586,13 @@ Reply Service::post_result(const std::string& job_id, std::string_view body) {
   return null_reply();
 }
 
-Reply Service::get_state(const std::string& job_id) {
+Reply Service::get_state(const std::string& job_id, const Caller& caller) {
   std::lock_guard lock(mu_);
   if (closed_) return error_reply(503, "the server is shutting down");
   evict_idle_locked();
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return error_reply(404, "unknown job " + job_id);
+  if (auto refused = refuse_caller(caller, it->second->owner, job_id)) return *refused;
   const auto& job = *it->second;
   json state = nullptr;
   if (job.scheduler) {

@@ -115,6 +115,27 @@ TEST(PerseusService, JobIdIsZeusFormatInLocalTime) {
   EXPECT_EQ(id_of(p.register_job(job_body(1, 2, 1))), "2026-11-25-23-01-07+dp1+pp2+tp1+PointSolution");
 }
 
+// A job belongs to the local user that registered it: another local user is refused its ranks,
+// schedules, results and state (issue 31 item 5); root is not; a peer on another host has no uid
+// and is let in by the job id, which it cannot guess.
+TEST(PerseusService, AnotherLocalUserIsRefusedTheJob) {
+  Service s(options_3d());
+  const Caller owner{.in_process = false, .uid = 1000, .token = ""};
+  const Caller other{.in_process = false, .uid = 1001, .token = ""};
+  const Caller root{.in_process = false, .uid = 0, .token = ""};
+  const Caller remote{.in_process = false, .uid = std::nullopt, .token = ""};
+  const std::string id = id_of(s.register_job(job_body(1, 2, 1), owner));
+  ASSERT_FALSE(id.empty());
+  const Reply taken = s.register_rank(id, rank_body(1, 2), other);
+  EXPECT_EQ(taken.status, 403) << taken.body;
+  EXPECT_EQ(s.get_state(id, other).status, 403);
+  EXPECT_EQ(s.get_schedule(id, "0", {}, other).status, 403);
+  EXPECT_EQ(s.post_result(id, result_body(0), other).status, 403);
+  EXPECT_EQ(s.register_rank(id, rank_body(1, 2), root).status, 200);
+  EXPECT_EQ(s.register_rank(id, rank_body(0, 2), remote).status, 200);
+  EXPECT_EQ(s.get_state(id, owner).status, 200);
+}
+
 // Zeus's ids are the clock and the configuration: another local user can name a new job's id
 // and take its ranks (issue 31 item 5). erg's default id carries 64 random bits before the
 // metadata, so the same configuration in the same second gives two jobs, not a 409.

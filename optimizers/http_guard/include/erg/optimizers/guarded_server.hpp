@@ -48,6 +48,9 @@ const Peer* current_peer();
 /// True when the client of the request the calling thread serves has closed its connection or
 /// reset it (a handler that waits polls this); false outside a GuardedServer handler.
 bool client_gone();
+/// The Caller of `req` (served by a GuardedServer on the calling thread): its local uid when
+/// the peer is a local user, the job token it presented.
+Caller caller_of(const httplib::Request& req);
 /// Ends the connection the calling thread serves once the current answer is written.
 void end_connection_after_reply();
 

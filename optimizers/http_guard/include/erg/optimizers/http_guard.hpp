@@ -6,6 +6,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace httplib {
 class Server;
@@ -28,6 +32,24 @@ struct Limits {
   std::chrono::milliseconds admission_wait{2'000};
   int backlog = 4096;
 };
+
+/// Who made a request, as a server's service sees it when it decides who may write a job
+/// (docs/security.md). The default is a call from within the process (tests, tools): no check.
+struct Caller {
+  bool in_process = true;
+  std::optional<std::uint32_t> uid;  ///< The local user (over loopback or a Unix socket), when known.
+  std::string token;                 ///< The X-Erg-Job-Token the request presented (empty: none).
+};
+
+/// The header a job's secret travels in: answered when a job is registered, presented by writes.
+inline constexpr const char* kJobTokenHeader = "X-Erg-Job-Token";
+
+/// `bytes` random bytes from the kernel (getrandom(2)) as lowercase hex.
+std::string random_hex(std::size_t bytes);
+/// SHA-256 of `text`, lowercase hex (how a job's secret is stored).
+std::string sha256_hex(std::string_view text);
+/// Compares two strings in time that depends on their lengths only.
+bool same_secret(std::string_view a, std::string_view b);
 
 /// Answers, before any of the body is read, a request whose body cpp-httplib would read without
 /// the `max_body` bound — chunked (Transfer-Encoding: 411), a POST/PUT/PATCH without

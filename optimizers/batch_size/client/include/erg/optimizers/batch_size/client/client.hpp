@@ -67,6 +67,10 @@ struct ClientOptions {
   /// How long to wait for connecting and for each answer. A report is one database transaction
   /// (milliseconds); the server waits up to 10 s for a locked job before answering 503.
   std::chrono::milliseconds timeout{30'000};
+  /// The secret to register jobs with and present on writes (X-Erg-Job-Token; docs/security.md):
+  /// what a job's processes on other hosts share. Empty: the environment's ERG_BSO_JOB_TOKEN, or
+  /// none, in which case the server's answer to the registration gives one this client keeps.
+  std::string job_token;
 };
 
 /// Not thread-safe: one connection, kept alive between requests; use one Client per thread.

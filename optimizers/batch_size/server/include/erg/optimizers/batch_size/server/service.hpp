@@ -17,12 +17,14 @@
 #include <string_view>
 
 #include "erg/optimizers/batch_size/server/store.hpp"
+#include "erg/optimizers/http_guard.hpp"
 
 namespace erg::batch_size::server {
 
 struct Reply {
   int status = 200;
-  std::string body;  ///< JSON text.
+  std::string body;       ///< JSON text.
+  std::string job_token;  ///< A new job's secret, for the X-Erg-Job-Token answer header.
 };
 
 /// How long a Dispatched trial may go without a report before the server marks it Failed: a
@@ -39,7 +41,12 @@ struct ServiceOptions {
   std::chrono::seconds trial_timeout = kDefaultTrialTimeout;
   /// The wall clock the timeout reads (tests substitute their own). Called from many threads.
   std::function<std::chrono::system_clock::time_point()> clock = [] { return std::chrono::system_clock::now(); };
+  /// Lets any caller write any job (Zeus's server: no authentication). Off: a job is written only
+  /// by root, the local user that registered it, or a request presenting its secret.
+  bool allow_anonymous_writes = false;
 };
+
+using http_guard::Caller;
 
 class Service {
  public:
@@ -48,20 +55,27 @@ class Service {
 
   /// POST /jobs with a JobSpecFromClient: 201 created, 200 the same job exists, 409 a job with
   /// this id and another spec exists, 422 invalid. The body answers the job with its id (a
-  /// missing id becomes "<job_id_prefix>-<8 hex digits>").
-  Reply register_job(std::string_view body);
+  /// missing id becomes "<job_id_prefix>-<8 hex digits>"). A new job belongs to the caller's
+  /// local user (if known) and gets a secret: the caller's token if it presented one, else a
+  /// new one answered in Reply::job_token. A job without an owner (registered before erg kept
+  /// them) is claimed by the first local user that registers it again.
+  Reply register_job(std::string_view body, const Caller& caller = {});
   /// GET /jobs/batch_size?job_id=: the next trial, TrialId {job_id, batch_size, trial_number}.
-  Reply get_batch_size(const std::optional<std::string>& job_id);
+  /// This and the calls below write the job: 403 unless the caller may (ServiceOptions).
+  Reply get_batch_size(const std::optional<std::string>& job_id, const Caller& caller = {});
   /// POST /report with a TrainingResult: ReportResponse {stop_train, converged, message}.
-  Reply report(std::string_view body);
+  Reply report(std::string_view body, const Caller& caller = {});
   /// PATCH /trials with a TrialId: a still-dispatched trial becomes Failed.
-  Reply end_trial(std::string_view body);
+  Reply end_trial(std::string_view body, const Caller& caller = {});
   /// DELETE /jobs?job_id=: 200, or 404 for an unknown job.
-  Reply delete_job(const std::optional<std::string>& job_id);
+  Reply delete_job(const std::optional<std::string>& job_id, const Caller& caller = {});
 
  private:
   template <class Op>
-  Reply with_job(const std::string& job_id, int unknown_job_status, Op op);
+  Reply with_job(const std::string& job_id, int unknown_job_status, const Caller& caller, Op op);
+  /// 403 when `caller` may not write the job whose access record is `access`.
+  std::optional<Reply> refuse_write(const Caller& caller, const std::optional<JobAccess>& access,
+                                    const std::string& job_id) const;
 
   Store& store_;
   ServiceOptions options_;

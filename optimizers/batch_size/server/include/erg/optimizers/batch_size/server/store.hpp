@@ -4,6 +4,7 @@
 /// database transaction that locks the job it touches, so concurrent requests — from the threads
 /// of one server or from several servers sharing a database — are serialized in the database.
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,15 @@ struct JobRecord {
   std::string optimizer_state;
 };
 
+/// Who may write a job besides root (docs/security.md): the local user that registered it, and
+/// whoever presents its secret. Jobs registered before erg kept owners (or by Zeus's own server
+/// on a shared database) have none.
+struct JobAccess {
+  std::optional<std::int64_t> owner_uid;
+  std::string token_sha256;  ///< SHA-256 of the job's secret, hex; empty: none.
+  bool operator==(const JobAccess&) const = default;
+};
+
 /// One open transaction. Its locks last until commit() or destruction (which rolls back).
 /// Not thread-safe: one request owns it.
 class Transaction {
@@ -45,6 +55,10 @@ class Transaction {
   /// The numbers of the job's Dispatched trials last seen (dispatched or reported) before
   /// `seen_before` (detail::iso8601), in ascending order.
   virtual Result<std::vector<int>> stale_trials(std::string_view job_id, std::string_view seen_before) = 0;
+  /// The job's access record (call after load_job, whose lock covers it); nullopt if none.
+  virtual Result<std::optional<JobAccess>> load_access(std::string_view job_id) = 0;
+  /// Sets the job's access record (the job must exist).
+  virtual Result<void> save_access(std::string_view job_id, const JobAccess& access) = 0;
   /// Deletes the job and everything of it; false if there was none.
   virtual Result<bool> delete_job(std::string_view job_id) = 0;
   /// Makes the transaction durable (the database's fsync on commit).
@@ -63,7 +77,7 @@ class Store {
 };
 
 /// The schema version this build migrates databases to.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 /// Opens `url` — `sqlite:///absolute/path.db`, `sqlite://relative.db`, or
 /// `postgresql://user@host:port/dbname` — creating or migrating its schema. kInvalidArgument for

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "erg/core/result.hpp"
+#include "erg/optimizers/http_guard.hpp"
 #include "erg/optimizers/pipeline_frequency/planner.hpp"
 
 namespace erg::pipeline_frequency::server {
@@ -173,6 +174,8 @@ inline constexpr std::chrono::seconds kDefaultRankTimeout{600};
 /// Zeus's max_job_idle_time: a week.
 inline constexpr std::chrono::seconds kDefaultMaxJobIdle{7 * 24 * 3600};
 
+using http_guard::Caller;
+
 /// 16 hex digits from the kernel's random source (getrandom(2)).
 std::string random_id_nonce();
 
@@ -204,23 +207,26 @@ class Service {
   /// POST /register_job with a JobInfo: 200 and the job id as a JSON string,
   /// "%F-%H-%M-%S+dp{d}+pp{p}+tp{t}+{Scheduler}[+{job_metadata}]"; 400 the plan does not fit,
   /// 409 that id exists (same configuration in the same second), 422 invalid.
-  Reply register_job(std::string_view body);
+  /// The job belongs to the caller's local user when known: the calls below answer 403 to
+  /// another local user (root excepted). A peer on another host has no uid: the job id, which
+  /// no one can guess (ServiceOptions::id_nonce), is what lets it in.
+  Reply register_job(std::string_view body, const Caller& caller = {});
   /// POST /register_rank/{job_id} with a RankInfo: 200 null; re-registering the same values is
   /// 200, other values 409.
-  Reply register_rank(const std::string& job_id, std::string_view body);
+  Reply register_rank(const std::string& job_id, std::string_view body, const Caller& caller = {});
   /// GET /schedule/{job_id}?rank=: 200 FrequencySchedule once every rank asked for this round.
   /// While it waits, `client_gone` (when given) is asked every 200 ms; once true the rank's ask
   /// is withdrawn (it may ask again) and the call returns 499.
   Reply get_schedule(const std::string& job_id, const std::optional<std::string>& rank,
-                     const std::function<bool()>& client_gone = {});
+                     const std::function<bool()>& client_gone = {}, const Caller& caller = {});
   /// POST /result/{job_id} with a ProfilingResult: 200 null; 422 when the scheduler cannot use
   /// the result (the online scheduler while profiling: breakdowns missing or of the wrong shape);
   /// 500 when the last result of a round makes the scheduler fail (the job is evicted).
-  Reply post_result(const std::string& job_id, std::string_view body);
+  Reply post_result(const std::string& job_id, std::string_view body, const Caller& caller = {});
   /// GET /state/{job_id} (erg's, not Zeus's): 200 `{"job_id", "round", "scheduler": state}` —
   /// round is the latest round scheduled (−1 before the first), scheduler the scheduler's
   /// state_json() (null before every rank registered).
-  Reply get_state(const std::string& job_id);
+  Reply get_state(const std::string& job_id, const Caller& caller = {});
 
   /// Evicts jobs idle longer than max_job_idle_time; returns how many.
   std::size_t evict_idle();
