@@ -82,4 +82,6 @@ void HttpServer::wait_until_ready() const {
 }
 void HttpServer::stop() { impl_->server.shut(); }
 
+void HttpServer::serve_socket(int fd) { impl_->server.serve_socket(fd); }
+
 }  // namespace erg::batch_size::server

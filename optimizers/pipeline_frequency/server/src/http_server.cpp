@@ -114,4 +114,6 @@ void HttpServer::stop() {
   impl_->server.shut();
 }
 
+void HttpServer::serve_socket(int fd) { impl_->server.serve_socket(fd); }
+
 }  // namespace erg::pipeline_frequency::server

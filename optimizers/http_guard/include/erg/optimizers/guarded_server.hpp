@@ -76,6 +76,9 @@ class GuardedServer : public httplib::Server {
   /// listen_after_bind() return once every connection thread has ended.
   void shut();
   [[nodiscard]] GuardStats stats() const;
+  /// Serves one connected stream socket on the calling thread exactly as a connection thread
+  /// does (admission, deadlines, requests, close), then closes it. A seam for the fuzzer.
+  void serve_socket(int fd) { process_and_close_socket(fd); }
   [[nodiscard]] const Limits& limits() const { return limits_; }
 
   struct Connection;

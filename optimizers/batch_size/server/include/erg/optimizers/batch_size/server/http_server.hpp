@@ -34,6 +34,9 @@ class HttpServer {
   void wait_until_ready() const;
   /// Makes run() return; thread-safe, callable from a signal-watching thread.
   void stop();
+  /// Serves one connected stream socket on the calling thread as the server serves each
+  /// connection (erg::http_guard::GuardedServer), then closes it. A seam for the fuzzer.
+  void serve_socket(int fd);
 
  private:
   struct Impl;

@@ -34,6 +34,9 @@ class HttpServer {
   void wait_until_ready() const;
   /// Wakes waiting GETs (503) and makes run() return; thread-safe.
   void stop();
+  /// Serves one connected stream socket on the calling thread as the server serves each
+  /// connection (erg::http_guard::GuardedServer), then closes it. A seam for the fuzzer.
+  void serve_socket(int fd);
 
  private:
   struct Impl;
