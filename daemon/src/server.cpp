@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "connection.hpp"
+#include "erg/core/socket_peer.hpp"
 #include "erg/protocol/bodies.hpp"
 #include "erg/protocol/http.hpp"
 #include "listeners.hpp"
@@ -205,16 +206,23 @@ void Server::admit(int fd, bool unix_socket) {
       peer.gid = cred.gid;
       if (cred.pid > 0) peer.pid = cred.pid;
     }
-  } else {
+  }
+  // A TCP peer on loopback is a local user (the kernel's socket table says whose socket it is):
+  // its TCP connections are counted as that user's, so one local user's TCP connections cannot
+  // lock another out. What it may do still goes by its token alone (Peer::uid stays unset).
+  std::optional<std::uint32_t> tcp_uid;
+  if (!unix_socket) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    tcp_uid = loopback_peer_uid(fd);
   }
-  const Bucket bucket = peer.uid ? Bucket{*peer.uid} : kNoUid;
+  const Bucket bucket = peer.uid ? Bucket{*peer.uid} : tcp_uid ? kTcpUser | Bucket{*tcp_uid} : kNoUid;
+  const bool tcp_bucket = bucket == kNoUid || (bucket & kTcpUser) != 0;
   const bool reserve = may_use_reserve(peer);
   // A uid connecting faster than kAcceptRate (beyond a burst of as many) is shed: closed at once,
   // with no reply and no thread, so its flood cannot slow the accept loop for others. Root and
-  // TCP peers (one bucket for every TCP peer) are not.
-  if (bucket != kNoUid && *peer.uid != 0) {
+  // remote TCP peers (one bucket for all of them) are not.
+  if (bucket != kNoUid && (bucket & ~kTcpUser) != 0) {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     auto& r = accept_rate_[bucket];
@@ -238,11 +246,11 @@ void Server::admit(int fd, bool unix_socket) {
       auto it = per_bucket_.find(bucket);
       return it == per_bucket_.end() ? std::size_t{0} : it->second;
     };
-    // The TCP peers' shared bucket, full, makes room by closing its longest-idle connection (one
-    // waiting for its next request): TCP peers cannot be told apart when they connect, and one
-    // that holds idle connections must not lock the others out. A uid's bucket holds only that
-    // user's connections: over its limit, it is refused.
-    if (held() >= limits_.per_uid && !(bucket == kNoUid && evict_idle(bucket)))
+    // A TCP bucket, full, makes room by closing its longest-idle connection (one waiting for its
+    // next request): a TCP client may open a new connection for each request, and the remote
+    // peers' shared bucket cannot tell them apart. A uid's Unix-socket bucket holds only that
+    // user's connections: over its limit, refused.
+    if (held() >= limits_.per_uid && !(tcp_bucket && evict_idle(bucket)))
       why = Refusal::kPerUid;
     else if (open_ >= limits_.total)
       why = Refusal::kTotal;
@@ -268,10 +276,11 @@ void Server::admit(int fd, bool unix_socket) {
   switch (why) {
     case Refusal::kNone: break;
     case Refusal::kPerUid:
-      return refuse_later(fd, (peer.uid ? "too many connections from uid " + std::to_string(*peer.uid)
-                                        : std::string("too many connections from TCP peers (counted together)")) +
-                                  ": at most " + std::to_string(limits_.per_uid) +
-                                  " per user (--max-connections-per-uid)");
+      return refuse_later(fd,
+                          (peer.uid  ? "too many connections from uid " + std::to_string(*peer.uid)
+                           : tcp_uid ? "too many TCP connections from uid " + std::to_string(*tcp_uid)
+                                     : std::string("too many connections from remote TCP peers (counted together)")) +
+                              ": at most " + std::to_string(limits_.per_uid) + " per user (--max-connections-per-uid)");
     case Refusal::kTotal:
       return refuse_later(fd, "too many connections: ergd's limit of " + std::to_string(limits_.total) +
                                   " is reached (--max-connections)");

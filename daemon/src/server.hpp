@@ -60,9 +60,11 @@ class Server {
   /// An idle connection evict_idle took (from a negative value, atomically): its thread leaves
   /// without serving what it may have received meanwhile.
   static constexpr std::int64_t kEvicted = std::numeric_limits<std::int64_t>::min();
-  /// Peers counted together against the per-uid limit: a uid, or every peer without one (TCP).
+  /// Peers counted together against the per-uid limit: a uid on the Unix socket, a uid's
+  /// loopback TCP connections (kTcpUser | uid), or every other TCP peer together (kNoUid).
   using Bucket = std::uint64_t;
   static constexpr Bucket kNoUid = Bucket{1} << 32;
+  static constexpr Bucket kTcpUser = Bucket{1} << 33;
   struct Connection {
     std::shared_ptr<Deadline> deadline;
     Bucket bucket = kNoUid;

@@ -295,7 +295,7 @@ TEST(Server, PerUidLimitAndReserveAnswer503NamingWhy) {
   EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
 }
 
-TEST(Server, TcpPeersShareOneBucket) {
+TEST(Server, LoopbackTcpPeersAreCountedAsTheirUser) {
   std::string path = temp_socket("tcpbucket");
   Config c;
   c.max_connections = 16;
@@ -321,7 +321,8 @@ TEST(Server, TcpPeersShareOneBucket) {
   auto r = t.request("GET", "/time");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 503);
-  EXPECT_TRUE(contains(r->body, "too many connections from TCP peers (counted together): at most 3")) << r->body;
+  // Over loopback the peer is a local user (root here): its TCP connections are counted as its.
+  EXPECT_TRUE(contains(r->body, "too many TCP connections from uid 0: at most 3")) << r->body;
   // The Unix socket's root peer is another bucket.
   EXPECT_EQ(status_of(raw_exchange(path, "GET /time HTTP/1.1\r\nConnection: close\r\n\r\n")), 200);
   for (int fd : held) ::close(fd);
@@ -359,15 +360,15 @@ TEST(Server, RefusalWaitsForTheRequestBeforeAnswering) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     for (ssize_t n; (n = ::recv(fd, chunk, sizeof chunk, 0)) > 0;) reply.append(chunk, static_cast<std::size_t>(n));
     EXPECT_EQ(status_of(reply), 503) << "attempt " << k << ": '" << reply << "' " << std::strerror(errno);
-    EXPECT_TRUE(contains(reply, "too many connections from TCP peers")) << reply;
+    EXPECT_TRUE(contains(reply, "too many TCP connections from uid 0")) << reply;
     ::close(fd);
   }
   ::close(busy);
 }
 
-// TCP peers cannot be told apart when they connect: idle connections (waiting for their next
-// request) must not lock the others out. A full TCP bucket closes its longest-idle connection to
-// admit a new one (issue 31 item 7: 256 idle connections from one user served 0 of 50 requests).
+// A TCP client may open a connection per request: idle connections (waiting for their next
+// request) must not lock out its new ones, nor, in the remote peers' shared bucket, other
+// peers'. A full TCP bucket closes its longest-idle connection to admit a new one (issue 31 item 7: 256 idle connections from one user served 0 of 50 requests).
 TEST(Server, IdleTcpConnectionsGiveWayToNewOnes) {
   std::string path = temp_socket("tcpidle");
   Config c;

@@ -1,9 +1,6 @@
 #include "erg/optimizers/guarded_server.hpp"
 
 #include <arpa/inet.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +13,8 @@
 #include <functional>
 #include <thread>
 #include <utility>
+
+#include "erg/core/socket_peer.hpp"
 
 namespace erg::http_guard {
 
@@ -39,19 +38,6 @@ using Clock = std::chrono::steady_clock;
 thread_local GuardedServer::Connection* current = nullptr;
 thread_local const std::atomic<bool>* current_shutting = nullptr;
 
-bool is_loopback(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
-    return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
-  }
-  return false;
-}
-
 std::string numeric(const sockaddr_storage& a) {
   char text[INET6_ADDRSTRLEN] = {};
   if (a.ss_family == AF_INET) {
@@ -62,84 +48,10 @@ std::string numeric(const sockaddr_storage& a) {
   return text;
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is (the client's socket is IPv4).
-sockaddr_storage unmapped(const sockaddr_storage& a) {
-  if (a.ss_family != AF_INET6) return a;
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
-  if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return a;
-  sockaddr_storage out{};
-  auto* in = reinterpret_cast<sockaddr_in*>(&out);
-  in->sin_family = AF_INET;
-  in->sin_port = in6->sin6_port;
-  std::memcpy(&in->sin_addr, &in6->sin6_addr.s6_addr[12], 4);
-  return out;
-}
-
-/// The uid owning the client's end of a loopback TCP connection: the kernel's socket table
-/// (sock_diag, as `ss -e` reads it) looked up by the connection's four-tuple seen from the
-/// client. Any user may read it (/proc/net/tcp shows the same uid column).
-std::optional<uid_t> loopback_uid(const sockaddr_storage& peer_in, const sockaddr_storage& local_in) {
-  const sockaddr_storage peer = unmapped(peer_in), local = unmapped(local_in);
-  if (peer.ss_family != local.ss_family) return std::nullopt;
-  const int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (nl < 0) return std::nullopt;
-  struct {
-    nlmsghdr header;
-    inet_diag_req_v2 request;
-  } message{};
-  message.header.nlmsg_len = sizeof message;
-  message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  message.header.nlmsg_flags = NLM_F_REQUEST;
-  auto& r = message.request;
-  r.sdiag_family = static_cast<std::uint8_t>(peer.ss_family);
-  r.sdiag_protocol = IPPROTO_TCP;
-  r.idiag_states = ~0U;
-  r.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
-  r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-  if (peer.ss_family == AF_INET) {
-    const auto* p = reinterpret_cast<const sockaddr_in*>(&peer);
-    const auto* l = reinterpret_cast<const sockaddr_in*>(&local);
-    r.id.idiag_sport = p->sin_port;
-    r.id.idiag_dport = l->sin_port;
-    std::memcpy(r.id.idiag_src, &p->sin_addr, 4);
-    std::memcpy(r.id.idiag_dst, &l->sin_addr, 4);
-  } else {
-    const auto* p = reinterpret_cast<const sockaddr_in6*>(&peer);
-    const auto* l = reinterpret_cast<const sockaddr_in6*>(&local);
-    r.id.idiag_sport = p->sin6_port;
-    r.id.idiag_dport = l->sin6_port;
-    std::memcpy(r.id.idiag_src, &p->sin6_addr, 16);
-    std::memcpy(r.id.idiag_dst, &l->sin6_addr, 16);
-  }
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  std::optional<uid_t> uid;
-  if (sendto(nl, &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) ==
-      static_cast<ssize_t>(sizeof message)) {
-    alignas(nlmsghdr) char buffer[8192];
-    pollfd p{nl, POLLIN, 0};
-    if (poll(&p, 1, 1000) == 1) {
-      const ssize_t n = recv(nl, buffer, sizeof buffer, 0);
-      if (n > 0) {
-        auto* h = reinterpret_cast<nlmsghdr*>(buffer);
-        int left = static_cast<int>(n);
-        for (; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-          if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY) break;
-          const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
-          uid = m->idiag_uid;
-          break;
-        }
-      }
-    }
-  }
-  close(nl);
-  return uid;
-}
-
 Peer identify(int fd) {
   Peer peer;
-  sockaddr_storage remote{}, local{};
-  socklen_t remote_n = sizeof remote, local_n = sizeof local;
+  sockaddr_storage remote{};
+  socklen_t remote_n = sizeof remote;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_n) != 0) return peer;
   if (remote.ss_family == AF_UNIX) {
     peer.address = "unix";
@@ -151,8 +63,7 @@ Peer identify(int fd) {
   }
   peer.address = numeric(remote);
   peer.local = is_loopback(remote);
-  if (peer.local && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_n) == 0)
-    peer.uid = loopback_uid(remote, local);
+  if (peer.local) peer.uid = loopback_peer_uid(fd);
   return peer;
 }
 

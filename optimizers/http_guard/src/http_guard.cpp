@@ -98,8 +98,9 @@ void refuse_unbounded_bodies(httplib::Server& s, std::size_t max_body) {
   s.set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     refused_request = nullptr;
     std::optional<std::pair<int, std::string>> why;
-    if (req.remote_port < 0) {
-      // What httplib still parses from its buffer of a connection ended below has no peer.
+    if (req.remote_port < 0 && !current_peer()) {
+      // What httplib still parses from its buffer of a connection ended below has no peer. (A
+      // GuardedServer ends its connections itself; its Unix-socket peers have no port.)
       why = std::pair{400, std::string("the connection was closed")};
     } else {
       why = unbounded_body(req, max_body);
