@@ -622,6 +622,94 @@ TEST_F(Security, Item5OnlyAJobsOwnerWritesIt) {
   }
 }
 
+// Acceptance 3: Zeus's own clients keep working in the documented default deployment, for an
+// ordinary user (nobody here), not only for root: the requests ZeusdClient makes over ergd's Unix
+// socket, those of Zeus's BSO client against `erg bso serve` on loopback (it sends no secret: the
+// job is its user's), and those of Zeus's Perseus client against `erg perseus serve` on loopback.
+TEST_F(Security, Acceptance3ZeusClientsWorkForAnOrdinaryUser) {
+  const std::string nobody = "setpriv --reuid=nobody --regid=nogroup --clear-groups " + shell_quote(ATTACKER_PATH);
+  auto as_nobody = [&](const std::string& where, const std::string& request) {
+    auto r = run_shell(nobody + " raw " + where + " " + shell_quote(request));
+    auto j = json::parse(r.out, nullptr, false);
+    Exchange x;
+    if (j.is_discarded()) return x;
+    x.status = j.value("status", 0);
+    x.head = j.value("head", "");
+    x.body = j.value("body", "");
+    return x;
+  };
+  // ZeusdClient: GET /discover at construction, then its reads.
+  {
+    auto ergd = start_ergd("");
+    ASSERT_TRUE(wait_serving(*ergd)) << ergd->err();
+    const std::string where = "--unix " + socket_;
+    const Exchange discover = as_nobody(where, http_request("GET", "/discover", ""));
+    ASSERT_EQ(discover.status, 200) << discover.body;
+    const json d = json::parse(discover.body, nullptr, false);
+    ASSERT_FALSE(d.is_discarded()) << discover.body;
+    EXPECT_TRUE(d.contains("gpus")) << discover.body;
+    for (const char* target : {"/gpu/get_cumulative_energy?gpu_ids=0,1", "/gpu/get_power_limit?gpu_ids=0",
+                               "/gpu/get_power?gpu_ids=0", "/time"}) {
+      const Exchange x = as_nobody(where, http_request("GET", target, ""));
+      EXPECT_EQ(x.status, 200) << target << ": " << x.body;
+    }
+  }
+  const std::string erg = shell_quote(ERG_CLI_PATH);
+  // Zeus's BSO client: register, ask a batch size, report, end the trial, all as nobody.
+  {
+    BackgroundShell bso("exec " + erg + " bso serve --db " + shell_quote("sqlite:///" + dir_.path() + "/zeus.db") +
+                        " --listen 127.0.0.1:0 --json");
+    const int port = wait_port(bso);
+    ASSERT_NE(port, 0) << bso.err();
+    const std::string where = "--tcp 127.0.0.1:" + std::to_string(port);
+    const std::string job =
+        json{{"job_id", "zeus-1"}, {"job_id_prefix", "zeus"}, {"batch_sizes", {32, 64}}, {"default_batch_size", 64},
+             {"max_epochs", 5},    {"max_power", 300},        {"number_of_gpus", 1},     {"gpu_model", "A100"}}
+            .dump();
+    EXPECT_EQ(as_nobody(where, http_request("POST", "/jobs", job)).status, 201);
+    const Exchange trial = as_nobody(where, http_request("GET", "/jobs/batch_size?job_id=zeus-1", ""));
+    ASSERT_EQ(trial.status, 200) << trial.body;
+    const json t = json::parse(trial.body);
+    const std::string report = json{
+        {"job_id", "zeus-1"}, {"batch_size", t["batch_size"]},
+        {"trial_number", 1},  {"time", 10.0},
+        {"energy", 3000.0},   {"metric", 0.9},
+        {"current_epoch", 1}}.dump();
+    const Exchange reported = as_nobody(where, http_request("POST", "/report", report));
+    EXPECT_EQ(reported.status, 200) << reported.body;
+    const std::string end = json{{"job_id", "zeus-1"}, {"batch_size", t["batch_size"]}, {"trial_number", 1}}.dump();
+    const Exchange ended = as_nobody(where, http_request("PATCH", "/trials", end));
+    EXPECT_EQ(ended.status, 200) << ended.body;
+  }
+  // Zeus's Perseus client: rank 0 registers the job, every rank registers itself.
+  {
+    BackgroundShell perseus("exec " + erg +
+                            " perseus serve --scheduler online --microbatches 2 --frequency-step 2 "
+                            "--listen 127.0.0.1:0 --json");
+    const int port = wait_port(perseus);
+    ASSERT_NE(port, 0) << perseus.err();
+    const std::string where = "--tcp 127.0.0.1:" + std::to_string(port);
+    const Exchange made = as_nobody(
+        where,
+        http_request("POST", "/register_job",
+                     R"({"job_id":"","pp_degree":2,"dp_degree":1,"tp_degree":1,"world_size":2,"job_metadata":null})"));
+    ASSERT_EQ(made.status, 200) << made.body;
+    const std::string id = json::parse(made.body).get<std::string>();
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string body = json{
+          {"rank", rank},
+          {"dp_rank", 0},
+          {"pp_rank", rank},
+          {"tp_rank", 0},
+          {"available_frequencies",
+           {1410, 1200, 1000}}}.dump();
+      const Exchange r = as_nobody(where, http_request("POST", "/register_rank/" + id, body));
+      EXPECT_EQ(r.status, 200) << r.body;
+    }
+    EXPECT_EQ(as_nobody(where, http_request("GET", "/state/" + id, "")).status, 200);
+  }
+}
+
 TEST_F(Security, Item6SlowAndIdleConnectionsDoNotStallTheServers) {
   auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=0"));
   ASSERT_TRUE(made) << made.error().message;
