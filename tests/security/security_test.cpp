@@ -710,6 +710,102 @@ TEST_F(Security, Acceptance3ZeusClientsWorkForAnOrdinaryUser) {
   }
 }
 
+// Item 3: `erg perseus serve --dump-dir` named a job's dump folder from the job id, which holds
+// the client's job_metadata: "/../../x" wrote ranks.json outside the dump folder, as root. Now the
+// server names the folder itself. Item 4: a chunked body was read whole past the 64 KiB limit
+// (300 MiB took the BSO server to 620 MB); chunked, length-less and compressed bodies are now
+// refused before any of it is read.
+TEST_F(Security, Items3And4ClientStringsNeverNamePathsAndBodiesStayBounded) {
+  const std::string nobody = "setpriv --reuid=nobody --regid=nogroup --clear-groups " + shell_quote(ATTACKER_PATH);
+  auto as_nobody = [&](const std::string& where, const std::string& request) {
+    auto r = run_shell(nobody + " raw " + where + " " + shell_quote(request));
+    auto j = json::parse(r.out, nullptr, false);
+    Exchange x;
+    if (j.is_discarded()) return x;
+    x.status = j.value("status", 0);
+    x.body = j.value("body", "");
+    return x;
+  };
+  const std::string erg = shell_quote(ERG_CLI_PATH);
+  {
+    const std::string dump = dir_.path() + "/deep/er/dump";
+    std::filesystem::create_directories(dump);
+    BackgroundShell perseus("exec " + erg +
+                            " perseus serve --scheduler online --microbatches 2 --frequency-step 2 --dump-dir " +
+                            shell_quote(dump) + " --listen 127.0.0.1:0 --json");
+    const int port = wait_port(perseus);
+    ASSERT_NE(port, 0) << perseus.err();
+    const std::string where = "--tcp 127.0.0.1:" + std::to_string(port);
+    const Exchange made = as_nobody(
+        where,
+        http_request(
+            "POST", "/register_job",
+            R"({"job_id":"","pp_degree":1,"dp_degree":1,"tp_degree":1,"world_size":1,"job_metadata":"/../../escape"})"));
+    ASSERT_EQ(made.status, 200) << made.body;
+    const std::string id = json::parse(made.body).get<std::string>();
+    const Exchange rank = as_nobody(
+        where, http_request("POST", "/register_rank/" + id,
+                            R"({"rank":0,"dp_rank":0,"pp_rank":0,"tp_rank":0,"available_frequencies":[1410,1200]})"));
+    EXPECT_EQ(rank.status, 200) << rank.body;
+    // Whatever the job wrote is in one folder directly under the dump folder.
+    EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/deep/escape"));
+    EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/deep/er/escape"));
+    std::vector<std::string> folders;
+    for (const auto& e : std::filesystem::directory_iterator(dump)) folders.push_back(e.path().filename().string());
+    ASSERT_EQ(folders.size(), 1u);
+    EXPECT_EQ(folders[0].find('/'), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(dump + "/" + folders[0] + "/ranks.json")) << folders[0];
+  }
+  {
+    BackgroundShell bso("exec " + erg + " bso serve --db " + shell_quote("sqlite:///" + dir_.path() + "/body.db") +
+                        " --listen 127.0.0.1:0 --json");
+    const int port = wait_port(bso);
+    ASSERT_NE(port, 0) << bso.err();
+    const std::string where = "--tcp 127.0.0.1:" + std::to_string(port);
+    const std::string chunk(60'000, ' ');
+    std::string chunked =
+        "POST /jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
+    // 120 KB, past the 64 KiB limit (and under the 128 KiB a command-line argument may hold).
+    for (int i = 0; i < 2; ++i) chunked += "ea60\r\n" + chunk + "\r\n";
+    chunked += "0\r\n\r\n";
+    const Exchange c = as_nobody(where, chunked);
+    EXPECT_EQ(c.status, 411) << c.body;
+    const Exchange z =
+        as_nobody(where, http_request("POST", "/jobs", "\x1f\x8b\x08\x00", "Content-Encoding: gzip\r\n"));
+    EXPECT_EQ(z.status, 415) << z.body;
+    const std::string lengthless =
+        "POST /jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n{}";
+    EXPECT_EQ(as_nobody(where, lengthless).status, 411);
+  }
+}
+
+// Item 10: a refused connection's 503 went out before its request was read, so a client that had
+// written saw a reset instead. Now ergd reads the request (briefly) first: nobody, over its
+// per-uid limit, reads the 503 and why.
+TEST_F(Security, Item10ARefusedClientReadsIts503) {
+  auto ergd = start_ergd("--max-connections-per-uid 2");
+  ASSERT_TRUE(wait_serving(*ergd)) << ergd->err();
+  const std::string attacker = "setpriv --reuid=nobody --regid=nogroup --clear-groups " + shell_quote(ATTACKER_PATH);
+  BackgroundShell held(attacker + " slow --unix " + shell_quote(socket_) + " 2 6");
+  for (int i = 0; i < 1000 && held.out().empty(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(held.out().empty()) << held.err();
+  std::this_thread::sleep_for(300ms);  // both of nobody's slots hold a request in progress
+  int refused = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto r = run_shell(attacker + " raw --unix " + shell_quote(socket_) + " " +
+                       shell_quote(http_request("GET", "/time", "")));
+    auto j = json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out << r.err;
+    EXPECT_EQ(j.value("status", 0), 503) << r.out;
+    EXPECT_NE(j.value("body", "").find("too many connections from uid"), std::string::npos) << r.out;
+    if (j.value("status", 0) == 503) ++refused;
+  }
+  EXPECT_EQ(refused, 5);
+  // Root is another user: served.
+  EXPECT_EQ(root("GET", "/time").status, 200);
+}
+
 TEST_F(Security, Item6SlowAndIdleConnectionsDoNotStallTheServers) {
   auto made = sim::Machine::create_temp(*sim::parse_spec("2xA100,cpus=0"));
   ASSERT_TRUE(made) << made.error().message;
