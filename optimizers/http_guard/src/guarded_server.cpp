@@ -81,6 +81,9 @@ bool wait_for(int fd, short events, Clock::time_point until) {
 
 /// httplib's Stream over a guarded connection: every read is bounded by the request's deadline
 /// and the request's bytes by the head and body bounds; every write by the write timeout.
+/// Reads are buffered: httplib reads a request's head a byte at a time, which unbuffered would
+/// cost a poll and a recv per byte a client sends. What is buffered past the current request
+/// (a pipelined next one) is the next request's.
 class GuardedStream final : public httplib::Stream {
  public:
   GuardedStream(int fd, const Limits& limits, std::size_t max_body, std::uint64_t& timed_out)
@@ -88,26 +91,35 @@ class GuardedStream final : public httplib::Stream {
 
   void start_request() {
     deadline_ = Clock::now() + limits_.request_deadline;
-    received_ = 0;
+    consumed_ = 0;
     over_ = false;
   }
   [[nodiscard]] bool over() const { return over_; }
+  /// Bytes received and not yet read: the start of the next request.
+  [[nodiscard]] bool buffered() const { return pos_ < len_; }
 
-  bool is_readable() const override { return wait_for(fd_, POLLIN, deadline_); }
+  bool is_readable() const override { return buffered() || wait_for(fd_, POLLIN, deadline_); }
   bool is_writable() const override { return wait_for(fd_, POLLOUT, Clock::now() + limits_.write_timeout); }
   ssize_t read(char* ptr, size_t size) override {
-    if (received_ >= max_bytes_ || !wait_for(fd_, POLLIN, deadline_)) {
+    if (consumed_ >= max_bytes_ || (!buffered() && !wait_for(fd_, POLLIN, deadline_))) {
       if (!over_) ++timed_out_;
       over_ = true;
       return -1;
     }
-    size = std::min(size, max_bytes_ - received_);
-    ssize_t n;
-    do {
-      n = recv(fd_, ptr, size, 0);
-    } while (n < 0 && errno == EINTR);
-    if (n > 0) received_ += static_cast<std::size_t>(n);
-    return n;
+    if (!buffered()) {
+      ssize_t n;
+      do {
+        n = recv(fd_, buffer_, sizeof buffer_, 0);
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return n;
+      pos_ = 0;
+      len_ = static_cast<std::size_t>(n);
+    }
+    const std::size_t take = std::min({size, len_ - pos_, max_bytes_ - consumed_});
+    std::memcpy(ptr, buffer_ + pos_, take);
+    pos_ += take;
+    consumed_ += take;
+    return static_cast<ssize_t>(take);
   }
   ssize_t write(const char* ptr, size_t size) override {
     std::size_t sent = 0;
@@ -142,8 +154,10 @@ class GuardedStream final : public httplib::Stream {
   std::size_t max_bytes_;
   std::uint64_t& timed_out_;
   Clock::time_point deadline_{};
-  std::size_t received_ = 0;
+  std::size_t consumed_ = 0;  // bytes of the current request read
   bool over_ = false;
+  char buffer_[16384];
+  std::size_t pos_ = 0, len_ = 0;
 };
 
 }  // namespace
@@ -208,6 +222,8 @@ void end_connection_after_reply() {
 
 GuardedServer::GuardedServer(Limits limits) : limits_(limits) {
   new_task_queue = [] { return new ConnectionThreads(); };
+  // What httplib's Keep-Alive answer header says (the idle wait itself is this class's).
+  set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(limits_.idle_timeout.count() / 1000)));
 }
 
 GuardedServer::~GuardedServer() { shut(); }
@@ -320,15 +336,17 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   current_shutting = &shutting_;
   bool ok = true;
   for (std::size_t left = keep_alive_max_count_; left > 0 && !shutting_; --left) {
-    // Wait for the next request: idle, so evictable.
-    c->idle_since = Clock::now().time_since_epoch().count();
-    c->state = Connection::kIdle;
-    const bool arrived = wait_for(sock, POLLIN, Clock::now() + limits_.idle_timeout);
-    int expected = Connection::kIdle;
-    if (!c->state.compare_exchange_strong(expected, Connection::kBusy)) break;  // evicted
-    if (!arrived) break;
-    char byte;
-    if (recv(sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;  // the client left
+    if (!stream.buffered()) {  // else the next request has begun arriving already
+      // Wait for the next request: idle, so evictable.
+      c->idle_since = Clock::now().time_since_epoch().count();
+      c->state = Connection::kIdle;
+      const bool arrived = wait_for(sock, POLLIN, Clock::now() + limits_.idle_timeout);
+      int expected = Connection::kIdle;
+      if (!c->state.compare_exchange_strong(expected, Connection::kBusy)) break;  // evicted
+      if (!arrived) break;
+      char byte;
+      if (recv(sock, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;  // the client left
+    }
     stream.start_request();
     bool closed = false;
     ok = process_request(stream, left == 1 || shutting_, closed, nullptr);
