@@ -368,7 +368,8 @@ TEST(Server, RefusalWaitsForTheRequestBeforeAnswering) {
 
 // A TCP client may open a connection per request: idle connections (waiting for their next
 // request) must not lock out its new ones, nor, in the remote peers' shared bucket, other
-// peers'. A full TCP bucket closes its longest-idle connection to admit a new one (issue 31 item 7: 256 idle connections from one user served 0 of 50 requests).
+// peers'. A full TCP bucket closes its longest-idle connection to admit a new one (issue 31
+// item 7: 256 idle connections from one user served 0 of 50 requests).
 TEST(Server, IdleTcpConnectionsGiveWayToNewOnes) {
   std::string path = temp_socket("tcpidle");
   Config c;
