@@ -75,8 +75,17 @@ std::optional<std::uint32_t> socket_owner(const sockaddr_storage& peer_in, const
       if (n > 0) {
         auto* h = reinterpret_cast<nlmsghdr*>(buffer);
         int left = static_cast<int>(n);
-        if (NLMSG_OK(h, left) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY)
-          uid = static_cast<const inet_diag_msg*>(NLMSG_DATA(h))->idiag_uid;
+        if (NLMSG_OK(h, left) && h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+            h->nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+          const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+          // Only a socket a process still holds says who owns it: a client that closed already
+          // (FIN_WAIT2 or TIME_WAIT, kept by the kernel alone) reports inode 0 and uid 0, which
+          // would make any user root. Also the reply must be the socket that was asked for.
+          const bool same = m->id.idiag_sport == r.id.idiag_sport && m->id.idiag_dport == r.id.idiag_dport &&
+                            std::memcmp(m->id.idiag_src, r.id.idiag_src, sizeof r.id.idiag_src) == 0 &&
+                            std::memcmp(m->id.idiag_dst, r.id.idiag_dst, sizeof r.id.idiag_dst) == 0;
+          if (same && m->idiag_inode != 0) uid = m->idiag_uid;
+        }
       }
     }
   }

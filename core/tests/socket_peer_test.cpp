@@ -33,7 +33,16 @@ TEST(SocketPeer, ALoopbackTcpPeerIsTheUserOwningItsSocket) {
   int pair[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
   EXPECT_FALSE(loopback_peer_uid(pair[0]).has_value());
-  for (int fd : {client, server, listener, pair[0], pair[1]}) ::close(fd);
+  // A client that wrote and closed before the server looked: the kernel keeps its end without an
+  // owner and reports uid 0 for it. That must not read as root: no uid at all.
+  const int gone = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(gone, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::send(gone, "x", 1, MSG_NOSIGNAL), 1);
+  ::close(gone);
+  const int orphan = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(orphan, 0);
+  EXPECT_FALSE(loopback_peer_uid(orphan).has_value());
+  for (int fd : {client, server, listener, pair[0], pair[1], orphan}) ::close(fd);
 }
 
 }  // namespace

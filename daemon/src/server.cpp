@@ -214,6 +214,9 @@ void Server::admit(int fd, bool unix_socket) {
   if (!unix_socket) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // Under the acceptors' shared lock: the lookup's netlink socket must not take the descriptor
+    // refuse_without_files frees for a moment (it holds the lock alone).
+    std::shared_lock lookup(accept_mutex_);
     tcp_uid = loopback_peer_uid(fd);
   }
   const Bucket bucket = peer.uid ? Bucket{*peer.uid} : tcp_uid ? kTcpUser | Bucket{*tcp_uid} : kNoUid;

@@ -14,6 +14,9 @@
 //   erg_attacker raw (--unix PATH | --tcp HOST:PORT) REQUEST
 //       sends REQUEST as it is (the two characters \r\n in it become CR LF) on a new
 //       connection; prints {"status": N, "head": "...", "body": "..."} of the reply
+//   erg_attacker fire (--unix PATH | --tcp HOST:PORT) N REQUEST
+//       N times: a new connection, REQUEST sent (\r\n as for raw), closed at once without
+//       reading (the client's socket is gone before the server looks at it); prints {"sent": n}
 //   erg_attacker slow (--unix PATH | --tcp HOST:PORT) N SECONDS
 //       slow loris: N connections, each sending a request's head one byte every 200 ms (a new
 //       connection replaces one the server closed); prints {"opened": n} once they are open,
@@ -159,10 +162,9 @@ int flood(const Target& t) {
   return 0;
 }
 
-int raw(const Target& t) {
-  if (t.rest.size() != 1) return 2;
+/// `given` with each two-character \r\n made CR LF.
+std::string unescaped(const std::string& given) {
   std::string request;
-  const std::string& given = t.rest[0];
   for (std::size_t i = 0; i < given.size(); ++i) {
     if (given.compare(i, 4, "\\r\\n") == 0) {
       request += "\r\n";
@@ -171,6 +173,27 @@ int raw(const Target& t) {
       request += given[i];
     }
   }
+  return request;
+}
+
+int fire(const Target& t) {
+  if (t.rest.size() != 2) return 2;
+  const int n = std::atoi(t.rest[0].c_str());
+  const std::string request = unescaped(t.rest[1]);
+  int sent = 0;
+  for (int i = 0; i < n; ++i) {
+    const int fd = connect_to(t.endpoint);
+    if (fd < 0) continue;
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) ++sent;
+    ::close(fd);
+  }
+  std::cout << nlohmann::json{{"sent", sent}}.dump() << std::endl;
+  return 0;
+}
+
+int raw(const Target& t) {
+  if (t.rest.size() != 1) return 2;
+  const std::string request = unescaped(t.rest[0]);
   nlohmann::json out{{"status", 0}};
   const int fd = connect_to(t.endpoint);
   if (fd < 0) {
@@ -244,7 +267,7 @@ int slow(const Target& t) {
 int main(int argc, char** argv) {
   Target t;
   if (argc < 2 || !parse_target(argc, argv, t)) {
-    std::cerr << "usage: erg_attacker (request|idle|hold|flood|slow|raw) (--unix PATH | --tcp HOST:PORT) ...\n";
+    std::cerr << "usage: erg_attacker (request|idle|hold|flood|slow|raw|fire) (--unix PATH | --tcp HOST:PORT) ...\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -254,6 +277,7 @@ int main(int argc, char** argv) {
   if (mode == "hold") return hold(t);
   if (mode == "slow") return slow(t);
   if (mode == "raw") return raw(t);
+  if (mode == "fire") return fire(t);
   std::cerr << "erg_attacker: unknown attack '" << mode << "'\n";
   return 2;
 }

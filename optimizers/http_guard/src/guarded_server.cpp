@@ -87,7 +87,11 @@ bool wait_for(int fd, short events, Clock::time_point until) {
 class GuardedStream final : public httplib::Stream {
  public:
   GuardedStream(int fd, const Limits& limits, std::size_t max_body, std::uint64_t& timed_out)
-      : fd_(fd), limits_(limits), max_bytes_(limits.max_head_bytes + max_body), timed_out_(timed_out) {}
+      : fd_(fd),
+        limits_(limits),
+        // Saturating: a server with no body limit (httplib's default is SIZE_MAX) has none here.
+        max_bytes_(max_body > SIZE_MAX - limits.max_head_bytes ? SIZE_MAX : limits.max_head_bytes + max_body),
+        timed_out_(timed_out) {}
 
   void start_request() {
     deadline_ = Clock::now() + limits_.request_deadline;
@@ -297,10 +301,10 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     ++stats_.accepted;
     c->order = stats_.accepted;
     // A peer at its cap with none of its connections idle waits a moment for one of them to
-    // end (a burst of short requests is served, not refused); at most as many wait as it may
-    // hold, and only while the server has threads to spare.
+    // end (a burst of short requests is served, not refused); at most max_connections wait in
+    // all (each a thread that sleeps, for admission_wait at most).
     const auto full = [&] { return per_peer_[key] >= limits_.max_per_peer && !evict_idle_locked(key); };
-    if (!shutting_ && full() && waiting_[key] < limits_.max_per_peer && waiting_total_ < limits_.max_connections) {
+    if (!shutting_ && full() && waiting_total_ < limits_.max_connections) {
       ++waiting_[key];
       ++waiting_total_;
       slot_freed_.wait_for(lock, limits_.admission_wait, [&] { return shutting_.load() || !full(); });

@@ -15,7 +15,8 @@ namespace erg {
 bool is_loopback(const sockaddr_storage& address);
 
 /// The uid owning the client end of the connected TCP socket `fd` when its peer is on loopback
-/// (sock_diag lookup by the connection's four-tuple); nullopt for any other peer, or when the
+/// (sock_diag lookup by the connection's four-tuple); nullopt for any other peer, when the
+/// client has closed its socket already (the kernel then keeps it without an owner), or when the
 /// kernel's table cannot be read (no inet_diag).
 std::optional<std::uint32_t> loopback_peer_uid(int fd);
 

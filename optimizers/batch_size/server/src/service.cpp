@@ -406,6 +406,9 @@ Reply Service::register_job(std::string_view body, const Caller& caller) {
       return error_reply(409, "job " + job.job_id + " exists with a different configuration");
     auto known = (*tx)->load_access(job.job_id);
     if (!known) return store_error(known.error());
+    // Another user's job: said at once (its writes would all be refused), so a client that
+    // picked a job id someone else took learns it here.
+    if (auto refused = refuse_write(caller, *known, job.job_id)) return *refused;
     if (!*known && access.owner_uid) {
       // Registered before erg kept owners (or by Zeus's server on a shared database): the first
       // local user to register it again owns it from now on.

@@ -490,10 +490,20 @@ TEST_P(ServiceTest, OnlyTheOwnerRootOrTheSecretMayWriteAJob) {
     EXPECT_EQ(r.status, 403) << r.body;
     EXPECT_NE(r.body.find("belongs to another user"), std::string::npos) << r.body;
   }
-  // Registering the same job again is a read: allowed, but the secret is not handed out again.
+  // Registering another user's job again is refused at once (its writes would all be); its owner
+  // gets it back (200), without the secret handed out again.
   const Reply again = service_->register_job(job_body("test-own").dump(), other);
-  EXPECT_EQ(again.status, 200);
-  EXPECT_TRUE(again.job_token.empty());
+  EXPECT_EQ(again.status, 403) << again.body;
+  const Reply mine = service_->register_job(job_body("test-own").dump(), owner);
+  EXPECT_EQ(mine.status, 200) << mine.body;
+  EXPECT_TRUE(mine.job_token.empty());
+  // The refused loop's report too.
+  EXPECT_EQ(service_
+                ->report(R"({"job_id":"test-own","batch_size":128,"trial_number":1,"time":1,"energy":1,)"
+                         R"("metric":0.5,"current_epoch":1})",
+                         other)
+                .status,
+            403);
   EXPECT_EQ(column("SELECT COUNT(*) FROM Trial"), std::vector<std::string>{"0"}) << "a refused write wrote";
 
   EXPECT_EQ(service_->get_batch_size("test-own", owner).status, 200);
